@@ -1,0 +1,24 @@
+"""Events of the content-based pub/sub core (clients and brokers).
+
+Clients log what they issue and what they receive; checkers read only these.
+``client`` is the logical client id ``<group>-<index>`` (e.g. ``subs-3``);
+``pub_id`` is ``<publisher client>:<seq>``, unique in a run.
+"""
+
+from testbed.nodes.runtime.events import declare
+
+P = "pubsub"
+declare("advertise", P, "A publisher client issued an advertisement.",
+        client="str", adv_id="str", filter="str", broker="str")
+declare("unadvertise", P, "A publisher client withdrew an advertisement.",
+        client="str", adv_id="str", broker="str")
+declare("subscribe", P, "A subscriber client issued a subscription.",
+        client="str", sub_id="str", filter="str", broker="str")
+declare("unsubscribe", P, "A subscriber client withdrew a subscription.",
+        client="str", sub_id="str", broker="str")
+declare("publish", P, "A publisher client issued a publication (t = send time).",
+        client="str", pub_id="str", seq="int", attrs="json", size="int", broker="str")
+declare("deliver", P, "A subscriber client received a publication.",
+        client="str", pub_id="str", publisher="str", seq="int", pub_t="int", hops="int")
+declare("broker_tables", P, "Periodic sizes of a broker's routing tables.",
+        srt="int", prt="int", covered="int")

@@ -1,0 +1,97 @@
+"""The event registry: every event type a node may log, declared once.
+
+Every line of a node's log is one JSON object with the common fields
+``t`` (wall clock, ns since the epoch), ``m`` (monotonic clock, ns), ``node``
+(process name) and ``ev`` (event type), plus the fields declared here for that
+event type. The Spark ingest builds its explicit schemas from these
+declarations (``testbed.analysis.ingest``), so an undeclared field never
+reaches an analysis.
+
+Field types: ``str``, ``int``, ``float``, ``bool``, ``json`` (any JSON value,
+kept as a JSON string in Parquet), ``list[str]``, ``list[int]``.
+
+Protocols declare their events in ``testbed/nodes/<protocol>/events.py`` with
+:func:`declare`; :func:`all_events` imports every protocol's module so the
+registry is complete. Stdlib only: this module runs inside node processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+FIELD_TYPES = ("str", "int", "float", "bool", "json", "list[str]", "list[int]")
+COMMON_FIELDS: dict[str, str] = {"t": "int", "m": "int", "node": "str", "ev": "str"}
+
+# Protocol event modules, imported by all_events(). Add yours here.
+PROTOCOL_EVENT_MODULES = (
+    "testbed.nodes.pubsub.events",
+    "testbed.nodes.ordering.events",
+    "testbed.nodes.gryphon.events",
+    "testbed.nodes.transactions.events",
+    "testbed.nodes.mobility.events",
+)
+
+
+@dataclass(frozen=True)
+class EventType:
+    name: str
+    fields: dict[str, str]
+    doc: str
+    protocol: str
+
+
+_REGISTRY: dict[str, EventType] = {}
+
+
+def declare(name: str, protocol: str, doc: str, **fields: str) -> EventType:
+    """Declare an event type. Re-declaring the same name with other fields is an error."""
+    for f, ty in fields.items():
+        if ty not in FIELD_TYPES:
+            raise ValueError(f"event {name}: field {f}: unknown type {ty!r}")
+        if f in COMMON_FIELDS:
+            raise ValueError(f"event {name}: field {f} is a common field")
+    et = EventType(name, dict(fields), doc, protocol)
+    old = _REGISTRY.get(name)
+    if old is not None and old != et:
+        raise ValueError(f"event {name} declared twice with different fields")
+    _REGISTRY[name] = et
+    return et
+
+
+def get(name: str) -> EventType | None:
+    return _REGISTRY.get(name)
+
+
+def all_events() -> dict[str, EventType]:
+    """Every declared event type, protocols included."""
+    for mod in PROTOCOL_EVENT_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:  # a protocol not written yet
+            if e.name is None or not mod.startswith(e.name):
+                raise
+    return dict(_REGISTRY)
+
+
+# --- runtime events (every node) ------------------------------------------------
+declare("node_start", "runtime", "The process started (or restarted) and is listening.",
+        pid="int", restarted="bool", role="str", kind="str", emulation="str")
+declare("node_stop", "runtime", "Graceful shutdown; the last line of a cleanly stopped log.",
+        reason="str")
+declare("peer_up", "runtime", "An outbound connection to a peer was established.", peer="str")
+declare("peer_down", "runtime", "An outbound connection to a peer was lost.", peer="str")
+declare("link_set", "runtime", "Egress emulation for a destination changed.",
+        peer="str", spec="json")
+declare("link_state", "runtime", "A link went down or up (cut/heal/partition).",
+        peer="str", up="bool", reason="str")
+declare("stall", "runtime", "The node began (on=true) or ended (on=false) holding all egress.",
+        on="bool", held="int")
+declare("drop", "runtime", "Messages dropped at egress (emulated loss, link down, no connection).",
+        peer="str", reason="str", count="int")
+declare("workload", "runtime", "The workload phase began or ended at this node.",
+        phase="str", t0="int", duration_s="float")
+declare("cpu", "runtime", "Periodic sample of this process's CPU time and memory.",
+        user_s="float", sys_s="float", rss_kb="int")
+declare("stats", "runtime", "Periodic transport counters.",
+        sent="int", received="int", bytes_out="int", bytes_in="int", dropped="int")
