@@ -1,0 +1,125 @@
+"""The provider contract: the only place that starts, stops, pauses, kills or shapes anything.
+
+Every backend (``local``, ``docker``, ``ansible``) is a subpackage with a
+``provider.py`` defining one :class:`Provider` subclass. Link faults (cut,
+heal, partition, stall, set_link) go through each node's control channel
+(:mod:`testbed.providers.control`), shared by every provider; process faults
+(crash, restart, pause, resume) are the provider's own.
+
+A provider keeps everything it needs to find what it made in the run
+directory's ``state.json`` (written *before* each side effect, so a killed
+controller leaves nothing ``down``/``wipe`` cannot find) and labels every
+resource it creates with the run id.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from testbed.errors import UnsupportedAction
+from testbed.topology.plan import Action, Plan
+
+Progress = Callable[[str], None]  # one human-readable line per step
+
+
+@dataclass
+class Endpoint:
+    """Where a node can be reached from the controller and from other nodes."""
+
+    node: str
+    host: str  # plan host name
+    data: tuple[str, int]  # address other nodes use
+    control: tuple[str, int]  # address the controller uses
+    handle: str = ""  # pid, container id, ...
+
+
+@dataclass
+class NodeStatus:
+    node: str
+    state: str  # running | paused | stopped | crashed | unknown
+    detail: str = ""
+    info: dict[str, Any] = field(default_factory=dict)  # from the node's status op
+
+
+@dataclass
+class Deployment:
+    run_id: str
+    provider: str
+    emulation: str  # "userspace" | "kernel"
+    endpoints: dict[str, Endpoint]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["endpoints"] = {k: asdict(v) for k, v in self.endpoints.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Deployment":
+        eps = {
+            k: Endpoint(v["node"], v["host"], tuple(v["data"]), tuple(v["control"]), v.get("handle", ""))
+            for k, v in d["endpoints"].items()
+        }
+        return cls(d["run_id"], d["provider"], d["emulation"], eps, d.get("extra", {}))
+
+
+PROCESS_OPS = ("crash", "restart", "pause", "resume")
+
+
+class Provider(ABC):
+    """One backend. Instances are cheap; all durable state lives in the run directory."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    def up(self, plan: Plan, run: "RunDir", progress: Progress) -> Deployment:  # noqa: F821
+        """Start every node of the plan; return when all answer on their control channel."""
+
+    @abstractmethod
+    def down(self, run: "RunDir", progress: Progress) -> None:  # noqa: F821
+        """Stop everything of this run. Idempotent; never fails because things are already gone."""
+
+    @abstractmethod
+    def status(self, run: "RunDir") -> list[NodeStatus]:  # noqa: F821
+        """The state of every node of the run."""
+
+    @abstractmethod
+    def process_action(self, run: "RunDir", action: Action) -> None:  # noqa: F821
+        """crash / restart / pause / resume one node (``action.target[0]``)."""
+
+    @abstractmethod
+    def collect(self, run: "RunDir", progress: Progress) -> None:  # noqa: F821
+        """Bring every node's log into ``run.logs_dir`` (no-op where they are written there)."""
+
+    @abstractmethod
+    def logs_path(self, run: "RunDir", node: str) -> str:  # noqa: F821
+        """A local path where the node's current log can be read (for ``testbed logs``)."""
+
+    @classmethod
+    @abstractmethod
+    def wipe(cls, progress: Progress) -> list[str]:
+        """Remove everything this provider ever made, for any run. Returns what was removed."""
+
+    def unsupported(self, what: str) -> UnsupportedAction:
+        return UnsupportedAction(f"provider {self.name} cannot {what}")
+
+
+def get_provider(name: str) -> Provider:
+    """The provider instance for a name (imports only that backend)."""
+    if name == "local":
+        from testbed.providers.local.provider import LocalProvider
+
+        return LocalProvider()
+    if name == "docker":
+        from testbed.providers.docker.provider import DockerProvider
+
+        return DockerProvider()
+    if name == "ansible":
+        from testbed.providers.ansible.provider import AnsibleProvider
+
+        return AnsibleProvider()
+    from testbed.errors import UsageError
+
+    raise UsageError(f"unknown provider {name!r} (choose local, docker or ansible)")

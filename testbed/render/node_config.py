@@ -1,0 +1,63 @@
+"""Plan -> one node config dict per process (the contract in ``testbed/nodes/runtime/api.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from testbed.topology.plan import Plan
+
+LOG_FLUSH_MS = 100
+
+
+def directory(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {
+        n.name: {"kind": n.kind, "role": n.role, "site": n.site, "cell": n.cell,
+                 "neighbors": list(n.neighbors), "host": n.host}
+        for n in plan.nodes.values()
+    }
+
+
+def render_node_config(
+    plan: Plan,
+    run_id: str,
+    node: str,
+    *,
+    listen: tuple[str, int],
+    control: tuple[str, int],
+    peers: dict[str, tuple[str, int]],
+    emulation: str,
+    log_path: str,
+    state_dir: str,
+) -> dict[str, Any]:
+    """The config of one process. Addresses are the provider's; everything else is the plan's."""
+    n = plan.nodes[node]
+    clients = None
+    if n.clients is not None:
+        clients = asdict(n.clients)
+        clients["attach"] = list(n.clients.attach)
+    return {
+        "run_id": run_id,
+        "node": n.name,
+        "kind": n.kind,
+        "role": n.role,
+        "protocol": plan.protocol,
+        "site": n.site,
+        "cell": n.cell,
+        "neighbors": list(n.neighbors),
+        "extra": n.extra,
+        "listen": list(listen),
+        "control": list(control),
+        "peers": {k: list(v) for k, v in peers.items() if k != node},
+        "links": {dst: spec.to_dict() for dst, spec in plan.egress(node).items()},
+        "emulation": emulation,
+        "clients": clients,
+        "directory": directory(plan),
+        "params": plan.params,
+        "placement": plan.placement,
+        "seed": plan.node_seed(node),
+        "duration_s": plan.duration_s,
+        "log_path": log_path,
+        "state_dir": state_dir,
+        "log_flush_ms": LOG_FLUSH_MS,
+    }
