@@ -1,0 +1,239 @@
+"""Topology rules of the ``pubsub`` protocol (content-based routing, PADRES model).
+
+Filters (a subscriber group's ``filter``, a publisher group's ``params.advertise``)
+are conjunctions of predicates ``[attr,op,value]`` separated by commas:
+
+    [class,eq,'STOCK'],[price,<,50]
+
+``attr``   a name: letters, digits, ``_``, ``.``, ``-``, starting with a letter or ``_``
+``op``     ``eq`` ``=`` ``neq`` ``!=`` ``<`` ``<=`` ``>`` ``>=`` ``isPresent`` ``str-prefix``
+``value``  a number (``50``, ``-1.5``, ``1e3``) or a quoted string (``'STOCK'`` or ``"STOCK"``,
+           no escapes). ``<``/``<=``/``>``/``>=`` take numbers, ``str-prefix`` a string;
+           ``isPresent`` takes a value whose type says the attribute's type
+           (``[price,isPresent,0]``, ``[class,isPresent,'']``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from testbed.topology.schema import StrictModel
+from testbed.topology.units import Time
+
+OPS = ("eq", "=", "neq", "!=", "<", "<=", ">", ">=", "isPresent", "str-prefix")
+NUMERIC_OPS = ("<", "<=", ">", ">=")
+
+_ATTR = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_STRING = r"'[^']*'|\"[^\"]*\""
+_OP = "|".join(re.escape(o) for o in sorted(OPS, key=len, reverse=True))
+_PRED = re.compile(
+    rf"\s*\[\s*(?P<attr>{_ATTR})\s*,\s*(?P<op>{_OP})\s*,\s*(?P<value>{_NUMBER}|{_STRING})\s*\]\s*"
+)
+
+
+def parse_filter(text: str) -> list[tuple[str, str, float | int | str]]:
+    """``"[class,eq,'STOCK'],[price,<,50]"`` -> ``[("class","eq","STOCK"), ("price","<",50)]``.
+
+    Raises ValueError naming the character position of the first problem.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("a filter needs at least one predicate [attr,op,value]")
+    preds: list[tuple[str, str, float | int | str]] = []
+    pos = 0
+    while True:
+        m = _PRED.match(text, pos)
+        if not m:
+            raise ValueError(
+                f"bad filter at character {pos + 1}: expected [attr,op,value] with op one of "
+                f"{' '.join(OPS)} and value a number or a quoted string"
+            )
+        raw = m.group("value")
+        value: float | int | str
+        if raw[0] in "'\"":
+            value = raw[1:-1]
+        else:
+            value = int(raw) if re.fullmatch(r"[+-]?\d+", raw) else float(raw)
+        op = m.group("op")
+        if op in NUMERIC_OPS and isinstance(value, str):
+            raise ValueError(f"bad filter at character {m.start('value') + 1}: {op} needs a number")
+        if op == "str-prefix" and not isinstance(value, str):
+            raise ValueError(f"bad filter at character {m.start('value') + 1}: str-prefix needs a quoted string")
+        preds.append((m.group("attr"), op, value))
+        pos = m.end()
+        if pos == len(text):
+            return preds
+        if text[pos] != ",":
+            raise ValueError(f"bad filter at character {pos + 1}: expected ',' between predicates")
+        pos += 1
+
+
+_GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
+
+
+def parse_generator(value: Any) -> tuple[str, list[Any]]:
+    """An attribute value of a publisher: ("const", [v]), ("uniform", [a, b]) or ("choice", [...])."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError("an attribute value is a number, a string, uniform(a,b) or choice(x,y,...)")
+    if isinstance(value, (int, float)):
+        return ("const", [value])
+    if not isinstance(value, str):
+        raise ValueError("an attribute value is a number, a string, uniform(a,b) or choice(x,y,...)")
+    m = _GEN.match(value)
+    if not m:
+        return ("const", [value])
+    kind, inner = m.group(1), m.group(2)
+    items = [s.strip() for s in inner.split(",")] if inner.strip() else []
+    if kind == "uniform":
+        try:
+            a, b = (float(x) for x in items)
+        except ValueError:
+            raise ValueError(f"{value!r}: uniform takes two numbers, uniform(a,b)") from None
+        if not a < b:
+            raise ValueError(f"{value!r}: uniform(a,b) needs a < b")
+        return ("uniform", [a, b])
+    if not items:
+        raise ValueError(f"{value!r}: choice needs at least one value")
+    out: list[Any] = []
+    for item in items:
+        if re.fullmatch(_NUMBER, item):
+            out.append(int(item) if re.fullmatch(r"[+-]?\d+", item) else float(item))
+        elif re.fullmatch(_STRING, item):
+            out.append(item[1:-1])
+        elif re.fullmatch(r"[A-Za-z0-9_.\-]+", item):
+            out.append(item)
+        else:
+            raise ValueError(f"{value!r}: choice values are numbers or words, got {item!r}")
+    return ("choice", out)
+
+
+def _literal(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def advertisement_for(attrs: dict[str, Any]) -> str:
+    """The advertisement a publisher with these attribute generators needs."""
+    preds = []
+    for attr, spec in attrs.items():
+        kind, args = parse_generator(spec)
+        if kind == "const":
+            preds.append(f"[{attr},eq,{_literal(args[0])}]")
+        elif kind == "uniform":
+            preds.append(f"[{attr},>=,{_literal(args[0])}]")
+            preds.append(f"[{attr},<=,{_literal(args[1])}]")
+        else:
+            if all(isinstance(a, (int, float)) for a in args):
+                preds.append(f"[{attr},>=,{_literal(min(args))}]")
+                preds.append(f"[{attr},<=,{_literal(max(args))}]")
+            else:
+                preds.append(f"[{attr},isPresent,'']")
+    return ",".join(preds)
+
+
+def _check_filter(v: str | None) -> str | None:
+    if v is not None:
+        parse_filter(v)
+    return v
+
+
+class Params(StrictModel):
+    """Top-level ``params`` of a pubsub topology."""
+
+    covering: Literal["off", "lazy", "active"] = "off"
+    settle: Time = 1.0  # seconds the clients wait after (un)advertising/subscribing before the workload
+
+
+DEFAULT_ATTRS = {"class": "STOCK", "price": "uniform(0,100)"}
+
+
+class PublisherParams(StrictModel):
+    """``params`` of a publisher group."""
+
+    attrs: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_ATTRS))
+    advertise: str | None = None  # default: derived from attrs
+
+    @field_validator("attrs")
+    @classmethod
+    def _attrs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if not v:
+            raise ValueError("attrs needs at least one attribute")
+        for attr, spec in v.items():
+            if not re.fullmatch(_ATTR, str(attr)):
+                raise ValueError(f"{attr!r} is not an attribute name")
+            try:
+                parse_generator(spec)
+            except ValueError as e:
+                raise ValueError(f"{attr}: {e}") from None
+        return v
+
+    @field_validator("advertise")
+    @classmethod
+    def _adv(cls, v: str | None) -> str | None:
+        return _check_filter(v)
+
+    @model_validator(mode="after")
+    def _derive(self) -> "PublisherParams":
+        if self.advertise is None:
+            self.advertise = advertisement_for(self.attrs)
+        return self
+
+
+class SubscriberParams(StrictModel):
+    """``params`` of a subscriber group (times from the start of the workload)."""
+
+    unsubscribe_at: Time | None = None
+    resubscribe_at: Time | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> "SubscriberParams":
+        if self.resubscribe_at is not None:
+            if self.unsubscribe_at is None:
+                raise ValueError("resubscribe_at needs unsubscribe_at")
+            if self.resubscribe_at <= self.unsubscribe_at:
+                raise ValueError("resubscribe_at must be after unsubscribe_at")
+        return self
+
+
+class Placement(StrictModel):
+    """``placement`` of a pubsub topology (nothing to place)."""
+
+
+ClientParams = {"publisher": PublisherParams, "subscriber": SubscriberParams}
+
+NODE_ROLES = {"broker"}
+CLIENT_ROLES = {"publisher", "subscriber"}
+ACYCLIC = "forest"
+
+
+def check(topology) -> list:
+    """Filters, rates and times that the models alone cannot judge."""
+    problems = []
+    duration = topology.duration
+    for name, g in topology.clients.items():
+        if g.role == "subscriber":
+            if g.filter is None:
+                problems.append(topology.problem(("clients", name),
+                                                 "a subscriber group needs a filter, e.g. \"[class,eq,'STOCK']\""))
+            else:
+                try:
+                    parse_filter(g.filter)
+                except ValueError as e:
+                    problems.append(topology.problem(("clients", name, "filter"), str(e)))
+            if g.rate is not None:
+                problems.append(topology.problem(("clients", name, "rate"), "subscribers do not publish; remove rate"))
+            cp = topology.client_params(name)
+            for key in ("unsubscribe_at", "resubscribe_at"):
+                t = getattr(cp, key, None) if cp is not None else None
+                if t is not None and t >= duration:
+                    problems.append(topology.problem(("clients", name, "params", key),
+                                                     f"{key} must be before the end of the run ({duration:g}s)"))
+        elif g.role == "publisher":
+            if g.filter is not None:
+                problems.append(topology.problem(("clients", name, "filter"),
+                                                 "publishers do not subscribe; use params.advertise for the advertisement"))
+            if g.rate is None:
+                problems.append(topology.problem(("clients", name), "a publisher group needs a rate, e.g. 10/s"))
+    return problems

@@ -1,0 +1,279 @@
+"""The pydantic models of a topology file (version 1).
+
+Every model forbids unknown keys. Values are parsed into the Plan's units as
+they are validated (times in seconds, sizes in bytes, ...; see ``units.py``),
+so a validated :class:`Topology` holds numbers, not strings with units.
+
+The protocol-specific parts (``params``, ``placement``, a client group's
+``params``) are kept as plain mappings here and validated by the protocol's
+own models (``testbed/topology/protocols/<protocol>.py``) in ``loader.py``,
+which stores the validated result on the Topology.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
+
+from testbed.topology.plan import LINK_DISTRIBUTIONS
+from testbed.topology.units import LinkRate, Loss, Rate, Size, Time
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+PROTOCOL_NAMES = ("pubsub", "ordering", "transactions", "gryphon", "mobility")
+PROVIDERS = ("local", "docker", "ansible")
+
+
+def _check_name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError(
+            f"{v!r} is not a valid name: use lowercase letters, digits and '-', starting with a letter"
+        )
+    return v
+
+
+Name = Annotated[str, AfterValidator(_check_name)]
+
+
+class StrictModel(BaseModel):
+    """Base of every topology model: unknown keys are errors; values are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, frozen=False, populate_by_name=True)
+
+
+class Site(StrictModel):
+    """A geographic site. No keys yet (``{}``); ``label`` is a free-form display name."""
+
+    label: str | None = None
+
+
+class Host(StrictModel):
+    address: str | None = None  # None = this machine
+    user: str | None = None
+    site: Name | None = None
+    port: StrictInt = Field(22, ge=1, le=65535)
+    key: str | None = None
+    docker: str | None = None
+
+
+class Node(StrictModel):
+    role: str
+    site: Name
+    host: Name | None = None
+    neighbors: list[Name] = Field(default_factory=list)
+    cell: str | None = None
+
+
+class ClientGroup(StrictModel):
+    role: str
+    count: StrictInt = Field(1, ge=1)
+    attach: Name | list[Name]
+    rate: Rate | None = None
+    size: Size | None = None
+    filter: str | None = None
+    # extensions (docs/topology.md)
+    site: Name | None = None  # default: the site of the first attach node
+    host: Name | None = None  # default: the host of the first attach node
+    params: dict[str, Any] = Field(default_factory=dict)  # validated by the protocol's ClientParams
+
+    @property
+    def attach_list(self) -> list[str]:
+        return [self.attach] if isinstance(self.attach, str) else list(self.attach)
+
+    @model_validator(mode="after")
+    def _attach_not_empty(self) -> "ClientGroup":
+        if isinstance(self.attach, list) and not self.attach:
+            raise ValueError("attach must name at least one node")
+        return self
+
+
+class LinkParams(StrictModel):
+    """Emulation keys of a link; every key is optional and overrides only itself."""
+
+    delay: Time | None = None
+    jitter: Time | None = None
+    distribution: Literal[LINK_DISTRIBUTIONS] | None = None  # type: ignore[valid-type]
+    loss: Loss | None = None
+    rate: LinkRate | None = None
+    reorder: StrictBool | None = None  # extension: allow reordering under jitter
+
+    def overrides(self) -> dict[str, Any]:
+        """The keys set here, in LinkSpec field names and units."""
+        out: dict[str, Any] = {}
+        if self.delay is not None:
+            out["delay_ms"] = self.delay * 1000.0
+        if self.jitter is not None:
+            out["jitter_ms"] = self.jitter * 1000.0
+        if self.distribution is not None:
+            out["distribution"] = self.distribution
+        if self.loss is not None:
+            out["loss"] = self.loss
+        if self.rate is not None:
+            out["rate_bps"] = self.rate
+        if self.reorder is not None:
+            out["reorder"] = self.reorder
+        return out
+
+
+class LinkSelector(LinkParams):
+    """A link rule or a set_link target: ``sites: [a, b]`` / ``sites: [a]`` or ``nodes: [x, y]``."""
+
+    sites: list[Name] | None = Field(None, min_length=1, max_length=2)
+    nodes: list[Name] | None = Field(None, min_length=2, max_length=2)
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> "LinkSelector":
+        if (self.sites is None) == (self.nodes is None):
+            raise ValueError("give exactly one of sites: [a, b] or nodes: [x, y]")
+        if self.nodes is not None and self.nodes[0] == self.nodes[1]:
+            raise ValueError("nodes: a link needs two different nodes")
+        return self
+
+
+class Links(StrictModel):
+    default: LinkParams = Field(default_factory=LinkParams)
+    rules: list[LinkSelector] = Field(default_factory=list)
+    clients: LinkParams | None = None
+
+
+FAULT_KINDS = ("stall", "crash", "restart", "cut", "partition", "pause", "set_link")
+WINDOWED = ("stall", "pause", "cut", "partition")
+
+
+class Fault(StrictModel):
+    at: Time
+    for_: Time | None = Field(None, alias="for")
+    stall: Name | None = None
+    crash: Name | None = None
+    restart: Name | None = None
+    pause: Name | None = None
+    cut: list[Name] | None = Field(None, min_length=2, max_length=2)
+    partition: list[list[Name]] | None = Field(None, min_length=2)
+    set_link: LinkSelector | None = None
+
+    @property
+    def kind(self) -> str:
+        for k in FAULT_KINDS:
+            if getattr(self, k) is not None:
+                return k
+        raise AssertionError("validated fault without a kind")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Fault":
+        kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None]
+        if not kinds:
+            raise ValueError(f"a fault needs one of: {', '.join(FAULT_KINDS)}")
+        if len(kinds) > 1:
+            raise ValueError(f"a fault has exactly one kind, got {', '.join(kinds)}")
+        kind = kinds[0]
+        if self.for_ is not None and kind not in WINDOWED:
+            raise ValueError(f"'for' does not apply to {kind} (only to {', '.join(WINDOWED)})")
+        if self.for_ is not None and self.for_ <= 0:
+            raise ValueError("'for' must be longer than 0s")
+        if kind == "cut" and self.cut[0] == self.cut[1]:
+            raise ValueError("cut needs two different nodes")
+        if kind == "partition":
+            if any(len(g) == 0 for g in self.partition):
+                raise ValueError("every partition group needs at least one site or node")
+        return self
+
+
+class Topology(StrictModel):
+    version: Literal[1]
+    name: Name
+    protocol: str
+    provider: Literal[PROVIDERS] = "local"  # type: ignore[valid-type]
+    duration: Time
+    seed: StrictInt = 0
+    sites: dict[Name, Site] = Field(min_length=1)
+    hosts: dict[Name, Host] = Field(default_factory=dict)
+    nodes: dict[Name, Node] = Field(min_length=1)
+    clients: dict[Name, ClientGroup] = Field(default_factory=dict)
+    placement: dict[str, Any] = Field(default_factory=dict)
+    links: Links = Field(default_factory=Links)
+    faults: list[Fault] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    repeat: StrictInt = Field(1, ge=1)
+
+    # Filled by the loader (not keys of the file).
+    _path: str = PrivateAttr("")
+    _source_text: str = PrivateAttr("")
+    _rendered_text: str = PrivateAttr("")
+    _point: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _data: Any = PrivateAttr(None)  # the ruamel round-trip tree (positions)
+    _params: Any = PrivateAttr(None)  # protocol Params instance
+    _placement: Any = PrivateAttr(None)  # protocol Placement instance
+    _client_params: dict[str, Any] = PrivateAttr(default_factory=dict)  # group -> ClientParams instance
+
+    # -- what the loader attached ------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def source_text(self) -> str:
+        """The file as given (before Jinja2 rendering)."""
+        return self._source_text
+
+    @property
+    def rendered_text(self) -> str:
+        """The file after Jinja2 rendering (what was parsed as YAML)."""
+        return self._rendered_text
+
+    @property
+    def point(self) -> dict[str, Any]:
+        return dict(self._point)
+
+    @property
+    def protocol_params(self) -> Any:
+        """The validated protocol Params model (``params`` with defaults filled in)."""
+        return self._params
+
+    @property
+    def protocol_placement(self) -> Any:
+        return self._placement
+
+    def client_params(self, group: str) -> Any:
+        """The validated ClientParams model of one client group (or None)."""
+        return self._client_params.get(group)
+
+    # -- locations ------------------------------------------------------------------
+    def locate(self, *keys: str | int) -> tuple[int, int]:
+        """1-based (line, col) of the value at ``keys`` in the rendered file (0, 0 if unknown)."""
+        from testbed.topology.loader import locate
+
+        return locate(self._data, keys)
+
+    def problem(self, keys: tuple[str | int, ...], message: str):
+        """A Problem located at ``keys`` (for protocol ``check`` functions)."""
+        from testbed.errors import Problem
+        from testbed.topology.loader import dotted
+
+        line, col = self.locate(*keys)
+        return Problem(self._path, line, col, dotted(keys), message)
+
+    # -- names ----------------------------------------------------------------------
+    def process_names(self) -> list[str]:
+        return list(self.nodes) + list(self.clients)
+
+    def site_of(self, name: str) -> str | None:
+        if name in self.nodes:
+            return self.nodes[name].site
+        if name in self.clients:
+            g = self.clients[name]
+            if g.site:
+                return g.site
+            first = g.attach_list[0]
+            return self.nodes[first].site if first in self.nodes else None
+        return None
