@@ -1,0 +1,162 @@
+"""``testbed`` command line: parse arguments, call ``testbed.api``, map errors to exit codes.
+
+Every expected failure is a ``TestbedError`` printed as one line (one line per
+problem for topology files) without a traceback; ``--debug`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from testbed import __version__
+from testbed.errors import TestbedError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="testbed", description="Declarative testbed for pub/sub protocol research.")
+    p.add_argument("--version", action="version", version=f"testbed {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--runs-dir", help="where run directories live (default ./runs or $TESTBED_RUNS)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def topo(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("file", help="topology YAML file")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a template variable (repeatable)")
+        sp.add_argument("--provider", choices=["local", "docker", "ansible"], help="override the file's provider")
+
+    sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
+    topo(sp)
+    sp = sub.add_parser("up", help="start a topology and return (a background controller drives it)")
+    topo(sp)
+    sp.add_argument("--no-schedule", action="store_true", help="bring the topology up idle: no workload, no faults")
+    sp = sub.add_parser("run", help="the whole experiment: up, workload + faults, collect, down, analyse")
+    topo(sp)
+    sp.add_argument("--no-analyze", action="store_true", help="skip the Spark analysis")
+    sp.add_argument("--spark-master", help="Spark master URL (default local[2])")
+    sp = sub.add_parser("down", help="stop a run (default: the latest active one); idempotent")
+    sp.add_argument("run", nargs="?", help="run id or directory")
+    sp.add_argument("--all", action="store_true", help="stop every active run")
+    sp = sub.add_parser("status", help="nodes, faults fired and the next one due")
+    sp.add_argument("run", nargs="?")
+    sp.add_argument("--json", action="store_true")
+    sp = sub.add_parser("logs", help="print a node's event log")
+    sp.add_argument("node")
+    sp.add_argument("--run")
+    sp.add_argument("-f", "--follow", action="store_true")
+    sp = sub.add_parser("inject", help="inject a fault now, e.g. '{crash: b2}' or '{cut: [a, b], for: 5s}'")
+    sp.add_argument("fault")
+    sp.add_argument("--run")
+    sp = sub.add_parser("analyze", help="Spark: ingest a run's logs, check, plot, report")
+    sp.add_argument("run_dir")
+    sp.add_argument("--spark-master")
+    sub.add_parser("wipe", help="remove everything testbed ever started here (processes, containers, networks)")
+    sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
+    sp.add_argument("protocol", choices=["ordering", "gryphon", "transactions", "mobility"])
+    sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
+    sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
+    sp.add_argument("--out", default="reproductions")
+    sp.add_argument("--provider", choices=["local", "docker", "ansible"])
+    sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
+    isub = sp.add_subparsers(dest="image_cmd", required=True, metavar="ACTION")
+    b = isub.add_parser("build", help="build the node image")
+    b.add_argument("--offline-base", action="store_true",
+                   help="first make a local Debian base with debootstrap (no registry needed)")
+    b.add_argument("--base", help="base image (default python:3.11-slim)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except TestbedError as e:
+        if args.debug:
+            raise
+        for line in str(e).splitlines() or [type(e).__name__]:
+            print(f"error: {line}" if not getattr(e, "problems", None) else line, file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted (run `testbed down` to stop what is still up)", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from testbed import api, ui
+
+    rd = args.runs_dir
+    if args.cmd == "validate":
+        ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
+        return 0
+    if args.cmd == "up":
+        run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                     schedule=not args.no_schedule, progress=ui.progress_line)
+        ui.status_table(api.status(str(run.path), runs_dir=rd))
+        ui.plain(run.run_id)
+        return 0
+    if args.cmd == "run":
+        live = ui.LiveRun()
+        runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                       progress=live.line, on_event=live.event, analyze=not args.no_analyze,
+                       spark_master=args.spark_master)
+        ok = True
+        for r in runs:
+            ui.plain(f"run directory: {r.path}")
+            figs = sorted((r.analysis_dir / "figures").glob("*.png")) if r.analysis_dir.exists() else []
+            for f in figs:
+                ui.plain(f"  figure: {f}")
+            if (r.analysis_dir / "report.md").exists():
+                ui.plain(f"  report: {r.analysis_dir / 'report.md'}")
+            checks = r.read("analysis/checks.json", []) if (r.analysis_dir / "checks.json").exists() else []
+            for c in checks:
+                verdict = "PASS" if c.get("passed") else "FAIL"
+                ok = ok and bool(c.get("passed"))
+                ui.plain(f"  check {c.get('name')}: {verdict} ({c.get('violations', 0)} violations, "
+                         f"{c.get('attributed', 0)} attributed to faults)")
+        return 0 if ok else 3
+    if args.cmd == "down":
+        stopped = api.down(args.run, runs_dir=rd, all_runs=args.all, progress=ui.progress_line)
+        for s in stopped:
+            ui.plain(f"down: {s}")
+        return 0
+    if args.cmd == "status":
+        st = api.status(args.run, runs_dir=rd)
+        if args.json:
+            ui.plain(json.dumps(st, indent=1, default=str))
+        else:
+            ui.status_table(st)
+        return 0
+    if args.cmd == "logs":
+        for line in api.log_lines(args.run, args.node, runs_dir=rd, follow=args.follow):
+            ui.plain(line)
+        return 0
+    if args.cmd == "inject":
+        for e in api.inject(args.fault, args.run, runs_dir=rd, progress=ui.progress_line):
+            ui.out.print(ui.fault_line(e))
+        return 0
+    if args.cmd == "analyze":
+        res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=ui.progress_line)
+        ui.plain(f"report: {res.report}")
+        for f in res.figures:
+            ui.plain(f"figure: {f}")
+        return 0 if res.ok else 3
+    if args.cmd == "wipe":
+        removed = api.wipe(ui.progress_line, runs_dir=rd)
+        ui.plain(f"wiped {len(removed)} resources")
+        return 0
+    if args.cmd == "reproduce":
+        report = api.reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
+                               provider=args.provider, progress=ui.progress_line)
+        ui.plain(f"report: {report}")
+        return 0
+    if args.cmd == "image":
+        tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=ui.progress_line)
+        ui.plain(tag)
+        return 0
+    raise AssertionError(args.cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The fault schedule runner: actions at planned times on the controller's monotonic clock.
+
+``t0`` is the controller's monotonic instant of the workload start; an action
+planned at ``at_s`` fires at ``t0 + at_s``. Each fired action's actual time
+(from the same clock, taken just before the action's first side effect) and
+its outcome are recorded in the run manifest's ``timeline``.
+
+Process actions (crash, restart, pause, resume) go to the provider; link
+actions (stall, cut, partition, set_link and their ends) go to the nodes'
+control channels. The runner also keeps the current link state (set_link
+overrides, cuts, partitions, stalls) so that a restarted node gets it again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from testbed.errors import ProviderError, TestbedError
+from testbed.providers.base import PROCESS_OPS, Deployment, Provider
+from testbed.providers.control import Controls
+from testbed.runs.rundir import RunDir
+from testbed.topology.plan import Action, LinkSpec
+
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class LinkState:
+    """What the controller has done to the links, so it can be re-applied after a restart. Pure."""
+
+    overrides: dict[str, dict[str, LinkSpec]] = field(default_factory=dict)  # src -> dst -> spec
+    cuts: set[frozenset[str]] = field(default_factory=set)
+    partitions: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # id -> node -> peers
+    stalled: set[str] = field(default_factory=set)
+
+    def apply(self, a: Action) -> None:
+        if a.op == "set_link":
+            for key, spec in a.links.items():
+                src, dst = key.split("->")
+                self.overrides.setdefault(src, {})[dst] = spec
+        elif a.op == "cut":
+            self.cuts.add(frozenset(a.target))
+        elif a.op == "heal":
+            self.cuts.discard(frozenset(a.target))
+        elif a.op == "partition":
+            self.partitions[partition_id(a)] = partition_peers(a.groups)
+        elif a.op == "heal_partition":
+            self.partitions.pop(partition_id(a), None)
+        elif a.op == "stall":
+            self.stalled.add(a.target[0])
+        elif a.op == "unstall":
+            self.stalled.discard(a.target[0])
+
+    def restore_calls(self, node: str) -> list[tuple[str, dict[str, Any]]]:
+        """Control calls that bring a freshly restarted node to the current link state."""
+        calls: list[tuple[str, dict[str, Any]]] = []
+        if node in self.overrides:
+            calls.append(("set_links", {"links": {d: s.to_dict() for d, s in self.overrides[node].items()}}))
+        peers = sorted(next(iter(pair - {node})) for pair in self.cuts if node in pair)
+        if peers:
+            calls.append(("cut", {"peers": peers}))
+        for pid, per_node in self.partitions.items():
+            if node in per_node:
+                calls.append(("partition", {"id": pid, "peers": per_node[node]}))
+        return calls
+
+
+def partition_id(a: Action) -> str:
+    return f"fault-{a.fault}"
+
+
+def partition_peers(groups: tuple[tuple[str, ...], ...]) -> dict[str, list[str]]:
+    """Every node of a group -> every node of the other groups."""
+    out: dict[str, list[str]] = {}
+    for i, g in enumerate(groups):
+        others = sorted({n for j, h in enumerate(groups) if j != i for n in h})
+        for n in g:
+            out[n] = others
+    return out
+
+
+def link_calls(a: Action) -> list[tuple[str, str, dict[str, Any]]]:
+    """The (node, op, args) control calls that carry out one link action. Pure."""
+    if a.op in ("stall", "unstall"):
+        return [(a.target[0], a.op, {})]
+    if a.op in ("cut", "heal"):
+        x, y = a.target
+        return [(x, a.op, {"peers": [y]}), (y, a.op, {"peers": [x]})]
+    if a.op == "partition":
+        return [(n, "partition", {"id": partition_id(a), "peers": peers})
+                for n, peers in partition_peers(a.groups).items()]
+    if a.op == "heal_partition":
+        return [(n, "heal_partition", {"id": partition_id(a)}) for g in a.groups for n in g]
+    if a.op == "set_link":
+        by_src: dict[str, dict[str, Any]] = {}
+        for key, spec in a.links.items():
+            src, dst = key.split("->")
+            by_src.setdefault(src, {})[dst] = spec.to_dict()
+        return [(src, "set_links", {"links": links}) for src, links in sorted(by_src.items())]
+    raise ValueError(f"not a link action: {a.op}")
+
+
+def timeline_entry(a: Action) -> dict[str, Any]:
+    return {
+        "fault": a.fault, "op": a.op, "target": list(a.target), "groups": [list(g) for g in a.groups],
+        "planned_s": a.at_s, "actual_s": None, "done_s": None, "status": "pending", "error": None,
+        "window": list(a.window), "source": a.source,
+    }
+
+
+class ScheduleRunner:
+    """Executes a plan's actions against a deployment; records planned vs actual times."""
+
+    def __init__(self, run: RunDir, provider: Provider, deployment: Deployment, controls: Controls,
+                 on_event: OnEvent | None = None):
+        self.run = run
+        self.provider = provider
+        self.deployment = deployment
+        self.controls = controls
+        self.on_event = on_event or (lambda e: None)
+        self.links = LinkState()
+        self.down_nodes: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.t0_mono: float | None = None
+        self.t0_wall_ns: int | None = None
+        self.duration_s = 0.0
+
+    # -- workload start ------------------------------------------------------------
+    def start_workload(self, duration_s: float, lead_s: float = 0.5) -> None:
+        """Tell every node to start the workload ``lead_s`` from now; fixes t0 on both clocks."""
+        self.duration_s = duration_s
+        now_mono, now_wall = time.monotonic(), time.time_ns()
+        self.t0_mono = now_mono + lead_s
+        self.t0_wall_ns = now_wall + int(lead_s * 1e9)
+        offsets = self.run.manifest.get("clock_offsets", {})
+        calls = []
+        for n, ep in self.deployment.endpoints.items():
+            off = int(offsets.get(ep.host, {}).get("offset_ns", 0))
+            calls.append((n, "start", {"t0_wall_ns": self.t0_wall_ns + off, "duration_s": duration_s}))
+        res = self.controls.call_many(calls)
+        errors = {n: r for n, r in res.items() if isinstance(r, Exception)}
+        if errors:
+            n, e = next(iter(errors.items()))
+            raise ProviderError(f"could not start the workload on {len(errors)} node(s): {e}")
+        self.run.update_manifest(t0_wall_ns=self.t0_wall_ns, duration_s=duration_s)
+
+    def now_s(self) -> float:
+        assert self.t0_mono is not None
+        return time.monotonic() - self.t0_mono
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- the schedule ----------------------------------------------------------------
+    def run_actions(self, actions: list[Action], until_s: float | None = None) -> list[dict[str, Any]]:
+        """Fire every action at its planned time, then wait until ``until_s``. Returns the timeline."""
+        assert self.t0_mono is not None, "start_workload first"
+        timeline = [timeline_entry(a) for a in actions]
+        self._save_timeline(timeline)
+        for a, entry in zip(actions, timeline):
+            if not self._sleep_until(a.at_s):
+                break
+            self.execute(a, entry)
+            self._save_timeline(timeline)
+            self.on_event({"kind": "fault", **entry})
+        if until_s is not None:
+            self._sleep_until(until_s)
+        return timeline
+
+    def _sleep_until(self, at_s: float) -> bool:
+        target = self.t0_mono + at_s
+        while True:
+            left = target - time.monotonic()
+            if left <= 0:
+                return True
+            if self._stop.wait(min(left, 0.2) if left > 0.003 else 0):
+                return False
+            if left <= 0.003:
+                while time.monotonic() < target:  # spin the last few ms: the wait is coarse
+                    pass
+                return True
+
+    def execute(self, a: Action, entry: dict[str, Any]) -> None:
+        """Carry out one action now, filling ``entry``'s actual time, status and error."""
+        entry["actual_s"] = self.now_s()
+        try:
+            if a.op in PROCESS_OPS:
+                self._process(a)
+            else:
+                self._link(a)
+            entry["status"] = "done"
+        except TestbedError as e:
+            entry["status"] = "skipped" if "not running" in str(e) else "failed"
+            entry["error"] = str(e)
+        entry["done_s"] = self.now_s()
+
+    def _process(self, a: Action) -> None:
+        node = a.target[0]
+        self.provider.process_action(self.run, a)
+        if a.op == "crash":
+            self.down_nodes.add(node)
+            self.links.stalled.discard(node)  # a crash loses what a stall held
+        elif a.op == "restart":
+            self.down_nodes.discard(node)
+            threading.Thread(target=self._after_restart, args=(node,), daemon=True).start()
+
+    def _after_restart(self, node: str) -> None:
+        """Once the restarted node answers: give it the current link state and the workload."""
+        try:
+            self.controls.wait_ready([node], timeout=30.0)
+            for op, args in self.links.restore_calls(node):
+                self.controls.call(node, op, **args)
+            if self.t0_wall_ns is not None:
+                off = int(self.run.manifest.get("clock_offsets", {})
+                          .get(self.deployment.endpoints[node].host, {}).get("offset_ns", 0))
+                self.controls.call(node, "start", t0_wall_ns=self.t0_wall_ns + off, duration_s=self.duration_s)
+            self.on_event({"kind": "restarted", "node": node, "at_s": self.now_s()})
+        except TestbedError as e:
+            self.on_event({"kind": "error", "node": node, "error": f"after restart: {e}"})
+
+    def _link(self, a: Action) -> None:
+        with self._lock:
+            self.links.apply(a)
+        calls = [(n, op, args) for n, op, args in link_calls(a) if n not in self.down_nodes]
+        res = self.controls.call_many(calls)
+        errs = [f"{n}: {r}" for n, r in res.items() if isinstance(r, Exception)]
+        if errs:
+            raise ProviderError(f"{a.op}: {len(errs)} of {len(calls)} control calls failed; first: {errs[0]}")
+
+    def _save_timeline(self, timeline: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self.run.modify_manifest(lambda m: m.__setitem__("timeline", timeline))

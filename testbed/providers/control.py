@@ -1,0 +1,102 @@
+"""Controller side of the node control channel, shared by every provider.
+
+Link faults (cut, heal, partition, stall, set_link), workload start/stop,
+status and graceful shutdown all travel over each node's control channel.
+One persistent connection per node, opened before the schedule starts, so no
+connection set-up sits on a fault's critical path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable
+
+from testbed.errors import ProviderError
+from testbed.nodes.runtime.control_client import ControlClient
+from testbed.providers.base import Deployment
+
+
+class Controls:
+    """Pooled control clients for one deployment. Thread-safe per node."""
+
+    def __init__(self, deployment: Deployment, timeout: float = 5.0):
+        self.deployment = deployment
+        self.timeout = timeout
+        self._clients: dict[str, ControlClient] = {}
+        self._locks: dict[str, threading.Lock] = {n: threading.Lock() for n in deployment.endpoints}
+        self._pool = ThreadPoolExecutor(max_workers=min(32, max(4, len(deployment.endpoints))))
+
+    def _client(self, node: str) -> ControlClient:
+        c = self._clients.get(node)
+        if c is None:
+            ep = self.deployment.endpoints[node]
+            c = ControlClient(ep.control[0], ep.control[1], timeout=self.timeout)
+            self._clients[node] = c
+        return c
+
+    def call(self, node: str, op: str, **args: Any) -> dict[str, Any]:
+        """One request; a broken connection is reopened once. Raises ProviderError(node=...)."""
+        if node not in self._locks:
+            raise ProviderError(f"no such node in this run (known: {', '.join(sorted(self._locks))})", node=node)
+        with self._locks[node]:
+            for attempt in (0, 1):
+                try:
+                    reply = self._client(node).call(op, **args)
+                    break
+                except (ConnectionError, OSError, TimeoutError) as e:
+                    self._drop(node)
+                    if attempt == 1:
+                        raise ProviderError(f"control channel: {op}: {e or type(e).__name__}", node=node) from None
+                except RuntimeError as e:
+                    raise ProviderError(f"control channel: {op}: {e}", node=node) from None
+        return reply
+
+    def call_many(self, calls: Iterable[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
+        """Run (node, op, args) calls concurrently; returns {node: reply or ProviderError}."""
+        futs = {node: self._pool.submit(self.call, node, op, **args) for node, op, args in calls}
+        out: dict[str, Any] = {}
+        for node, f in futs.items():
+            try:
+                out[node] = f.result()
+            except ProviderError as e:
+                out[node] = e
+        return out
+
+    def wait_ready(self, nodes: Iterable[str], timeout: float, alive=None) -> None:
+        """Wait until every node answers ping. ``alive(node) -> str|None`` reports a dead process."""
+        pending = set(nodes)
+        deadline = time.monotonic() + timeout
+        while pending:
+            for node in sorted(pending):
+                if alive is not None:
+                    why = alive(node)
+                    if why:
+                        raise ProviderError(f"exited during start-up: {why}", node=node)
+                ep = self.deployment.endpoints[node]
+                try:
+                    c = ControlClient(ep.control[0], ep.control[1], timeout=1.0)
+                    c.call("ping")
+                    self._clients[node] = c
+                    pending.discard(node)
+                except (ConnectionError, OSError, TimeoutError, RuntimeError):
+                    pass
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(sorted(pending)[:10])
+                raise ProviderError(f"{len(pending)} node(s) did not answer within {timeout:.0f}s: {names}")
+            if pending:
+                time.sleep(0.05)
+
+    def _drop(self, node: str) -> None:
+        c = self._clients.pop(node, None)
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        for n in list(self._clients):
+            self._drop(n)
+        self._pool.shutdown(wait=False, cancel_futures=True)
