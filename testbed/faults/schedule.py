@@ -16,13 +16,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from testbed.errors import ProviderError, TestbedError
 from testbed.providers.base import PROCESS_OPS, Deployment, Provider
-from testbed.providers.control import Controls
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, LinkSpec
+
+if TYPE_CHECKING:
+    from testbed.providers.control import Controls
 
 OnEvent = Callable[[dict[str, Any]], None]
 
@@ -114,7 +116,7 @@ def timeline_entry(a: Action) -> dict[str, Any]:
 class ScheduleRunner:
     """Executes a plan's actions against a deployment; records planned vs actual times."""
 
-    def __init__(self, run: RunDir, provider: Provider, deployment: Deployment, controls: Controls,
+    def __init__(self, run: RunDir, provider: Provider, deployment: Deployment, controls: "Controls",
                  on_event: OnEvent | None = None):
         self.run = run
         self.provider = provider
