@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -43,6 +44,10 @@ def _check_name(v: str) -> str:
 
 
 Name = Annotated[str, AfterValidator(_check_name)]
+
+
+def _one_or_list(v: Any) -> Any:
+    return [v] if isinstance(v, str) else v
 
 
 class StrictModel(BaseModel):
@@ -77,7 +82,7 @@ class Node(StrictModel):
 class ClientGroup(StrictModel):
     role: str
     count: StrictInt = Field(1, ge=1)
-    attach: Name | list[Name]
+    attach: Annotated[list[Name], BeforeValidator(_one_or_list), Field(min_length=1)]  # name or list
     rate: Rate | None = None
     size: Size | None = None
     filter: str | None = None
@@ -88,13 +93,7 @@ class ClientGroup(StrictModel):
 
     @property
     def attach_list(self) -> list[str]:
-        return [self.attach] if isinstance(self.attach, str) else list(self.attach)
-
-    @model_validator(mode="after")
-    def _attach_not_empty(self) -> "ClientGroup":
-        if isinstance(self.attach, list) and not self.attach:
-            raise ValueError("attach must name at least one node")
-        return self
+        return list(self.attach)
 
 
 class LinkParams(StrictModel):

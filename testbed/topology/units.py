@@ -45,7 +45,10 @@ def _text(value: Any, what: str, allowed: str, example: str) -> str:
         raise ValueError(f"a bare number is not a {what}: write it with a unit ({allowed}), e.g. {value}{example}")
     if not isinstance(value, str):
         raise ValueError(f"expected a {what} with a unit ({allowed}), got {type(value).__name__}")
-    return value.strip()
+    text = value.strip()
+    if re.fullmatch(_NUM, text):
+        raise ValueError(f"a bare number is not a {what}: write it with a unit ({allowed}), e.g. {text}{example}")
+    return text
 
 
 def parse_time(value: Any, *, allow_inf: bool = False) -> float:
