@@ -1,0 +1,95 @@
+"""Docker provider: pure parts (remote-engine host-key policy, naming, engine selection, image context)."""
+
+from __future__ import annotations
+
+import paramiko
+import pytest
+
+from testbed.errors import ProviderError
+from testbed.providers.docker import engine
+from testbed.providers.docker.image import apt_mirror, context_files
+from testbed.providers.docker.provider import container_name, engine_url, network_name, run_labels
+from testbed.topology.plan import HostPlan, NodePlan, Plan
+
+
+def test_unknown_hosts_refused_by_default():
+    assert engine.accept_unknown_hosts(None, env={}) is False
+    assert isinstance(engine.host_key_policy(False), paramiko.RejectPolicy)
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), ("true", True), ("YES", True), ("0", False),
+                                            ("", False), ("no", False)])
+def test_env_opt_in(value, expected):
+    assert engine.accept_unknown_hosts(None, env={engine.ACCEPT_ENV: value}) is expected
+
+
+def test_explicit_flag_wins_over_env():
+    assert engine.accept_unknown_hosts(False, env={engine.ACCEPT_ENV: "1"}) is False
+    assert engine.accept_unknown_hosts(True, env={}) is True
+    assert isinstance(engine.host_key_policy(True), paramiko.AutoAddPolicy)
+
+
+def test_adapter_carries_policy_key_and_known_hosts(tmp_path, monkeypatch):
+    kh = tmp_path / "known_hosts"
+    key = paramiko.RSAKey.generate(1024)
+    kh.write_text(f"engine.example {key.get_name()} {key.get_base64()}\n")
+    monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(kh))
+    a = engine.ssh_adapter("ssh://alice@engine.example:2222", accept_unknown=False,
+                           key_filename="/keys/id", connect=False)
+    assert isinstance(a.ssh_client._policy, paramiko.RejectPolicy)
+    assert a.ssh_params["hostname"] == "engine.example"
+    assert a.ssh_params["port"] == 2222
+    assert a.ssh_params["username"] == "alice"
+    assert a.ssh_params["key_filename"] == "/keys/id"
+    assert a.ssh_client.get_host_keys().lookup("engine.example") is not None
+    b = engine.ssh_adapter("ssh://alice@engine.example", accept_unknown=True, connect=False)
+    assert isinstance(b.ssh_client._policy, paramiko.AutoAddPolicy)
+
+
+def test_bad_ssh_url():
+    with pytest.raises(ProviderError, match="ssh://"):
+        engine.parse_ssh_url("tcp://x:2375")
+
+
+def _plan(hosts: dict[str, HostPlan]) -> Plan:
+    nodes = {f"b{i}": NodePlan(f"b{i}", "node", "broker", "s", h) for i, h in enumerate(hosts)}
+    return Plan("t", "echo", "docker", 1.0, 1, ("s",), hosts, nodes, {}, ())
+
+
+def test_engine_url_selection():
+    assert engine_url(_plan({"h": HostPlan("h")})) is None
+    assert engine_url(_plan({"h": HostPlan("h", docker="ssh://u@e")})) == "ssh://u@e"
+    assert engine_url(_plan({"h": HostPlan("h", address="10.1.1.1", user="bob", port=2200)})) == \
+        "ssh://bob@10.1.1.1:2200"
+    with pytest.raises(ProviderError, match="one engine"):
+        engine_url(_plan({"h1": HostPlan("h1"), "h2": HostPlan("h2", docker="ssh://u@e")}))
+
+
+def test_names_and_labels():
+    assert container_name("run-1", "b1") == "tb-run-1-b1"
+    assert container_name("run 1", "b/1") == "tb-run_1-b_1"
+    assert network_name("r") == "tb-r"
+    assert run_labels("r", **{"testbed.node": "b1"}) == {"testbed.run": "r", "testbed.managed": "1",
+                                                          "testbed.node": "b1"}
+
+
+def test_image_context_holds_only_node_files():
+    rels = [rel for _, rel in context_files()]
+    assert rels[0] == "Dockerfile"
+    assert "testbed/__init__.py" in rels
+    assert all(r == "Dockerfile" or r == "testbed/__init__.py" or r.startswith("testbed/nodes/") for r in rels)
+    assert not any("__pycache__" in r or r.endswith(".pyc") for r in rels)
+
+
+def test_apt_mirror_parsing(tmp_path, monkeypatch):
+    monkeypatch.delenv("TESTBED_DEBIAN_MIRROR", raising=False)
+    deb822 = tmp_path / "debian.sources"
+    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian-security\nSuites: x\n\n"
+                      "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n")
+    assert apt_mirror([deb822]) == "http://mirror.example/debian"
+    legacy = tmp_path / "sources.list"
+    legacy.write_text("deb [arch=amd64] http://old.example/debian bookworm main\n")
+    assert apt_mirror([legacy]) == "http://old.example/debian"
+    assert apt_mirror([tmp_path / "missing"]) == "http://deb.debian.org/debian"
+    monkeypatch.setenv("TESTBED_DEBIAN_MIRROR", "http://x/debian")
+    assert apt_mirror([legacy]) == "http://x/debian"
