@@ -145,6 +145,11 @@ class Plan:
     placement: dict[str, Any] = field(default_factory=dict)
     point: dict[str, Any] = field(default_factory=dict)  # the sweep point this plan is for
     repeat_index: int = 0
+    # Where the plan came from. Not part of plan.json (``to_dict``); a run directory
+    # stores them as topology.yaml / topology.rendered.yaml. Ignored by ``==``.
+    source_path: str = field(default="", compare=False, repr=False)
+    source_text: str = field(default="", compare=False, repr=False)  # the file as given
+    rendered_text: str = field(default="", compare=False, repr=False)  # after Jinja2
 
     # -- helpers -------------------------------------------------------------
     def link(self, src: str, dst: str) -> LinkSpec:

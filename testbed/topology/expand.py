@@ -1,0 +1,260 @@
+"""Topology -> Plan: every process, every directed link, every primitive fault action.
+
+Pure: values in, values out. ``plans(path)`` is the stable entry point for the
+CLI (``testbed validate`` / ``up`` / ``run``): one Plan per sweep point x repeat.
+
+Link resolution for a directed pair ``src->dst`` (see docs/topology.md):
+
+1. ``LinkSpec()`` (no delay, no loss, unlimited) with ``links.default`` on top;
+2. every ``links.rules`` entry that covers the pair, in file order, each
+   overriding only the keys it gives;
+3. for a client process and one of its attach nodes (both directions), when
+   ``links.clients`` is given: ``links.default`` + ``links.clients``, then the
+   ``nodes:`` rules naming exactly that pair. Client processes and nodes they
+   are not attached to use step 1-2 (the client process is in its group's site).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from testbed.topology import loader
+from testbed.topology.plan import Action, ClientGroupPlan, HostPlan, LinkSpec, NodePlan, Plan
+from testbed.topology.schema import Fault, LinkSelector, Topology
+
+DEFAULT_HOST = "localhost"
+
+
+def plans(path: str | Path, set_vars: dict[str, Any] | None = None,
+          provider: str | None = None) -> list[Plan]:
+    """Every Plan of a topology file: the sweep grid (file order) x ``repeat``.
+
+    ``set_vars`` are the ``--set`` template variables; setting a sweep key pins it
+    to that one value. ``provider`` overrides the file's ``provider``.
+    Raises TopologyError (all problems of the file) for an invalid file.
+    """
+    path = Path(path)
+    text = loader.read_source(path)
+    sweep, repeat = loader.read_sweep(path, set_vars, text=text)
+    out: list[Plan] = []
+    for point in loader.sweep_points(sweep, set_vars) or [{}]:
+        rendered = loader.render_text(path, set_vars, point, text=text)
+        topo = loader.load_rendered(rendered, str(path))
+        topo._source_text = text
+        topo._point = dict(point)
+        for r in range(repeat):
+            out.append(expand(topo, provider_override=provider, point=point, repeat_index=r))
+    return out
+
+
+def expand(topo: Topology, *, provider_override: str | None = None,
+           point: dict[str, Any] | None = None, repeat_index: int = 0) -> Plan:
+    """The resolved Plan of one validated topology."""
+    hosts = _hosts(topo)
+    nodes = _processes(topo, hosts)
+    links = resolve_links(topo, nodes)
+    actions = fault_actions(topo, nodes, links)
+    params = topo.protocol_params.model_dump() if topo.protocol_params is not None else {}
+    placement = (topo.protocol_placement.model_dump(exclude_none=True)
+                 if topo.protocol_placement is not None else {})
+    return Plan(
+        name=topo.name,
+        protocol=topo.protocol,
+        provider=provider_override or topo.provider or "local",
+        duration_s=topo.duration,
+        seed=topo.seed,
+        sites=tuple(topo.sites),
+        hosts=hosts,
+        nodes=nodes,
+        links=links,
+        actions=tuple(actions),
+        params=params,
+        placement=placement,
+        point=dict(point if point is not None else topo.point),
+        repeat_index=repeat_index,
+        source_path=topo.path,
+        source_text=topo.source_text,
+        rendered_text=topo.rendered_text,
+    )
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _hosts(topo: Topology) -> dict[str, HostPlan]:
+    if not topo.hosts:
+        return {DEFAULT_HOST: HostPlan(name=DEFAULT_HOST)}
+    return {n: HostPlan(name=n, address=h.address, user=h.user, site=h.site, port=h.port,
+                        key=h.key, docker=h.docker)
+            for n, h in topo.hosts.items()}
+
+
+def _default_host(hosts: dict[str, HostPlan], site: str) -> str:
+    for name, h in hosts.items():
+        if h.site == site:
+            return name
+    return next(iter(hosts))
+
+
+def _processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, NodePlan]:
+    adj: dict[str, list[str]] = {n: list(node.neighbors) for n, node in topo.nodes.items()}
+    for n, node in topo.nodes.items():
+        for nb in node.neighbors:
+            if n not in adj[nb]:
+                adj[nb].append(n)
+    out: dict[str, NodePlan] = {}
+    for n, node in topo.nodes.items():
+        out[n] = NodePlan(name=n, kind="node", role=node.role, site=node.site,
+                          host=node.host or _default_host(hosts, node.site),
+                          neighbors=tuple(adj[n]), cell=node.cell)
+    for c, g in topo.clients.items():
+        first = out[g.attach_list[0]]
+        cp = topo.client_params(c)
+        group = ClientGroupPlan(
+            name=c, role=g.role, count=g.count, attach=tuple(g.attach_list),
+            rate_per_s=g.rate, size_bytes=g.size, filter=g.filter,
+            extra=cp.model_dump() if cp is not None else {},
+        )
+        site = g.site or first.site
+        out[c] = NodePlan(name=c, kind="clients", role=g.role, site=site,
+                          host=g.host or (first.host if g.site in (None, first.site)
+                                          else _default_host(hosts, site)),
+                          clients=group)
+    return out
+
+
+# --------------------------------------------------------------------------- links
+
+
+def key(src: str, dst: str) -> str:
+    return f"{src}->{dst}"
+
+
+def selector_pairs(sel: LinkSelector, nodes: dict[str, NodePlan]) -> list[tuple[str, str]]:
+    """Directed pairs a ``sites:``/``nodes:`` selector covers (both directions)."""
+    if sel.nodes is not None:
+        a, b = sel.nodes
+        return [(a, b), (b, a)]
+    a = sel.sites[0]
+    b = sel.sites[-1]
+    names = list(nodes)
+    if a == b:
+        inside = [n for n in names if nodes[n].site == a]
+        return [(x, y) for x in inside for y in inside if x != y]
+    left = [n for n in names if nodes[n].site == a]
+    right = [n for n in names if nodes[n].site == b]
+    return [(x, y) for x in left for y in right] + [(y, x) for x in left for y in right]
+
+
+def resolve_links(topo: Topology, nodes: dict[str, NodePlan]) -> dict[str, LinkSpec]:
+    base = LinkSpec().merged(**topo.links.default.overrides())
+    specs: dict[str, LinkSpec] = {key(a, b): base for a in nodes for b in nodes if a != b}
+    for rule in topo.links.rules:
+        over = rule.overrides()
+        for a, b in selector_pairs(rule, nodes):
+            specs[key(a, b)] = specs[key(a, b)].merged(**over)
+    if topo.links.clients is not None:
+        client_base = base.merged(**topo.links.clients.overrides())
+        for c, g in topo.clients.items():
+            for a in g.attach_list:
+                for pair in ((c, a), (a, c)):
+                    spec = client_base
+                    for rule in topo.links.rules:
+                        if rule.nodes is not None and set(rule.nodes) == {c, a}:
+                            spec = spec.merged(**rule.overrides())
+                    specs[key(*pair)] = spec
+    return specs
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def _source(raw: Any) -> str:
+    if isinstance(raw, dict):
+        return "{" + ", ".join(f"{k}: {_source(v)}" for k, v in raw.items()) + "}"
+    if isinstance(raw, list):
+        return "[" + ", ".join(_source(v) for v in raw) + "]"
+    return str(raw)
+
+
+def resolve_group(names: Iterable[str], topo: Topology, nodes: dict[str, NodePlan]) -> tuple[str, ...]:
+    """Sites and process names -> processes (a site means every process in it, clients included)."""
+    out: list[str] = []
+    for name in names:
+        members = [n for n in nodes if nodes[n].site == name] if name in topo.sites else [name]
+        for m in members:
+            if m not in out:
+                out.append(m)
+    return tuple(out)
+
+
+def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, LinkSpec]) -> list[Action]:
+    """Every ``faults`` entry as primitive Actions, sorted stably by time."""
+    duration = topo.duration
+    raw_faults = topo._data.get("faults", []) if topo._data is not None else []
+    current = dict(links)  # link specs as changed by earlier set_links
+    order = sorted(range(len(topo.faults)), key=lambda i: topo.faults[i].at)
+    # crash windows end at the matching restart (or the end of the run)
+    crash_end: dict[int, float] = {}
+    open_crash: dict[str, int] = {}
+    for i in order:
+        f = topo.faults[i]
+        if f.crash is not None:
+            open_crash[f.crash] = i
+        elif f.restart is not None and f.restart in open_crash:
+            crash_end[open_crash.pop(f.restart)] = f.at
+    actions: list[Action] = []
+    for i in order:
+        f: Fault = topo.faults[i]
+        src = _source(raw_faults[i]) if i < len(raw_faults) else ""
+        at = f.at
+        end = min(at + f.for_, duration) if f.for_ is not None else duration
+        kind = f.kind
+
+        def act(t: float, op: str, window: tuple[float, float], **kw: Any) -> None:
+            actions.append(Action(at_s=t, op=op, fault=i, window=window, source=src, **kw))
+
+        if kind in ("stall", "pause"):
+            target = (getattr(f, kind),)
+            undo = "unstall" if kind == "stall" else "resume"
+            act(at, kind, (at, end), target=target)
+            if f.for_ is not None:
+                act(at + f.for_, undo, (at, end), target=target)
+        elif kind == "crash":
+            act(at, "crash", (at, crash_end.get(i, duration)), target=(f.crash,))
+        elif kind == "restart":
+            act(at, "restart", (at, at), target=(f.restart,))
+        elif kind == "cut":
+            target = tuple(f.cut)
+            act(at, "cut", (at, end), target=target)
+            if f.for_ is not None:
+                act(at + f.for_, "heal", (at, end), target=target)
+        elif kind == "partition":
+            groups = tuple(resolve_group(g, topo, nodes) for g in f.partition)
+            act(at, "partition", (at, end), groups=groups)
+            if f.for_ is not None:
+                act(at + f.for_, "heal_partition", (at, end), groups=groups)
+        elif kind == "set_link":
+            over = f.set_link.overrides()
+            changed: dict[str, LinkSpec] = {}
+            for a, b in selector_pairs(f.set_link, nodes):
+                k = key(a, b)
+                current[k] = current[k].merged(**over)
+                changed[k] = current[k]
+            act(at, "set_link", (at, at), links=changed)
+    actions.sort(key=lambda a: a.at_s)  # stable: equal times keep fault order
+    return actions
+
+
+def crash_windows(plan: Plan) -> dict[str, list[tuple[float, float]]]:
+    """node -> [(crash, restart-or-end)] (handy for analysis and display)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for a in plan.actions:
+        if a.op == "crash":
+            out.setdefault(a.target[0], []).append(a.window)
+    return out
+
+
+__all__ = ["plans", "expand", "resolve_links", "selector_pairs", "fault_actions", "resolve_group",
+           "crash_windows", "DEFAULT_HOST"]
