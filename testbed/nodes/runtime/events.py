@@ -30,6 +30,7 @@ PROTOCOL_EVENT_MODULES = (
     "testbed.nodes.gryphon.events",
     "testbed.nodes.transactions.events",
     "testbed.nodes.mobility.events",
+    "testbed.nodes.echo.events",  # the runtime's own test protocol
 )
 
 
@@ -95,3 +96,9 @@ declare("cpu", "runtime", "Periodic sample of this process's CPU time and memory
         user_s="float", sys_s="float", rss_kb="int")
 declare("stats", "runtime", "Periodic transport counters.",
         sent="int", received="int", bytes_out="int", bytes_in="int", dropped="int")
+declare("node_error", "runtime",
+        "An uncaught exception in protocol code ended the node (exit status non-zero).",
+        error="str")
+declare("sched", "runtime",
+        "Egress scheduling error (release - due) of one link over the node's life, at shutdown.",
+        peer="str", n="int", p50_us="float", p99_us="float", max_us="float")

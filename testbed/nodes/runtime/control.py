@@ -1,0 +1,229 @@
+"""The control channel: a request/reply server on ``config["control"]``.
+
+Same framing as the data plane (4-byte length + msgpack map). A request is
+``{"op": ..., ...args}``, the reply ``{"ok": true, ...}`` or
+``{"ok": false, "error": "..."}``. Requests on one connection are answered in
+order. Ops (see :class:`ControlOps`): ping, clock, status, set_links, cut, heal,
+partition, heal_partition, stall, unstall, start, stop_workload, shutdown;
+anything else goes to ``Node.on_control`` and, if the node does not know it
+either, gets ``ok: false``. Every applied op is logged (``link_set``,
+``link_state``, ``stall``, ``workload``, ``node_stop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from testbed.nodes.runtime import codec
+from testbed.nodes.runtime.framing import FrameDecoder, FrameError
+from testbed.nodes.runtime.linkemu import LinkSpec
+
+if TYPE_CHECKING:
+    from testbed.nodes.runtime.node_main import NodeRuntime
+
+
+class OpError(Exception):
+    """A bad control request (reply ok: false with this text)."""
+
+
+def _peers_arg(args: dict[str, Any]) -> list[str]:
+    peers = args.get("peers")
+    if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
+        raise OpError("'peers' must be a list of node names")
+    return peers
+
+
+class ControlOps:
+    """The built-in ops. Each returns a reply dict (``ok`` added by the server)."""
+
+    def __init__(self, rt: "NodeRuntime") -> None:
+        self.rt = rt
+
+    def ping(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"node": self.rt.name}
+
+    def clock(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()}
+
+    def status(self, args: dict[str, Any]) -> dict[str, Any]:
+        rt = self.rt
+        eg = rt.egress
+        return {
+            "node": rt.name, "pid": os.getpid(), "uptime_s": round(rt.uptime_s(), 3),
+            "counters": rt.transport.counters.as_dict(), "drops": dict(rt.drop_totals),
+            "stalled": eg.stalled, "held": eg.held(), "down": eg.down.snapshot(),
+            "connected": rt.transport.connected(), "inbound": rt.transport.inbound_from(),
+            "emulation": rt.emulation, "workload": rt.workload_state,
+            "links": {p: ln.state.spec.to_dict() for p, ln in sorted(eg.links.items())},
+            "sched": eg.sched_summary(), "node_status": rt.node.status(),
+        }
+
+    def set_links(self, args: dict[str, Any]) -> dict[str, Any]:
+        links = args.get("links")
+        if not isinstance(links, dict):
+            raise OpError("'links' must be a map {destination: link spec}")
+        rt = self.rt
+        new = {}
+        for dst, d in links.items():
+            if dst not in rt.peers:
+                raise OpError(f"set_links: unknown destination {dst!r}")
+            try:
+                new[dst] = LinkSpec.from_dict(d, rt.egress.spec(dst))
+            except ValueError as e:
+                raise OpError(f"set_links: {dst}: {e}") from None
+        for dst, spec in new.items():  # all validated first: apply all or nothing
+            rt.set_link(dst, spec)
+        return {"applied": sorted(new)}
+
+    def _hold(self, peers: list[str], reason: str, down: bool) -> dict[str, Any]:
+        rt = self.rt
+        for p in peers:
+            if p not in rt.peers:
+                raise OpError(f"unknown peer {p!r}")
+        for p in peers:
+            if down:
+                rt.egress.down.add(p, reason)
+            else:
+                rt.egress.down.remove(p, reason)
+            rt.log("link_state", peer=p, up=not rt.egress.down.is_down(p), reason=reason)
+        return {"down": rt.egress.down.snapshot()}
+
+    def cut(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._hold(_peers_arg(args), "cut", True)
+
+    def heal(self, args: dict[str, Any]) -> dict[str, Any]:
+        return self._hold(_peers_arg(args), "cut", False)
+
+    def partition(self, args: dict[str, Any]) -> dict[str, Any]:
+        pid = args.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise OpError("'id' must be a non-empty string")
+        return self._hold(_peers_arg(args), f"partition:{pid}", True)
+
+    def heal_partition(self, args: dict[str, Any]) -> dict[str, Any]:
+        pid = args.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise OpError("'id' must be a non-empty string")
+        reason = f"partition:{pid}"
+        return self._hold(self.rt.egress.down.peers_with(reason), reason, False)
+
+    def stall(self, args: dict[str, Any]) -> dict[str, Any]:
+        rt = self.rt
+        held = rt.egress.stall()
+        rt.log("stall", on=True, held=held)
+        return {"held": held}
+
+    def unstall(self, args: dict[str, Any]) -> dict[str, Any]:
+        rt = self.rt
+        held = rt.egress.unstall()
+        rt.log("stall", on=False, held=held)
+        return {"released": held}
+
+    def start(self, args: dict[str, Any]) -> dict[str, Any]:
+        t0 = args.get("t0_wall_ns")
+        dur = args.get("duration_s", self.rt.config.get("duration_s"))
+        if isinstance(t0, bool) or not isinstance(t0, int):
+            raise OpError("'t0_wall_ns' must be an integer (ns since the epoch)")
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or dur < 0:
+            raise OpError("'duration_s' must be a number >= 0")
+        delay = self.rt.schedule_workload(t0, float(dur))
+        return {"starts_in_s": round(delay, 6)}
+
+    async def stop_workload(self, args: dict[str, Any]) -> dict[str, Any]:
+        await self.rt.stop_workload()
+        return {}
+
+    def shutdown(self, args: dict[str, Any]) -> dict[str, Any]:
+        # Reply first; the runtime stops on the next loop iterations.
+        self.rt.loop.call_soon(self.rt.request_shutdown, "shutdown")
+        return {}
+
+
+BUILTIN_OPS = ("ping", "clock", "status", "set_links", "cut", "heal", "partition", "heal_partition",
+               "stall", "unstall", "start", "stop_workload", "shutdown")
+
+
+class _CtlProtocol(asyncio.Protocol):
+    def __init__(self, server: "ControlServer") -> None:
+        self.server = server
+        self.decoder = FrameDecoder()
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.task = asyncio.get_running_loop().create_task(self._worker())
+        self.server.conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for p in self.decoder.feed(data):
+                self.queue.put_nowait(codec.decode(p))
+        except FrameError as e:
+            self._reply({"ok": False, "error": f"bad frame: {e}"})
+            if self.transport is not None:
+                self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.conns.discard(self)
+        if self.task is not None:
+            self.task.cancel()
+
+    def _reply(self, rep: dict[str, Any]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(codec.frame(rep))
+
+    async def _worker(self) -> None:
+        while True:
+            req = await self.queue.get()
+            self._reply(await self.server.handle(req))
+
+
+class ControlServer:
+    def __init__(self, rt: "NodeRuntime") -> None:
+        self.rt = rt
+        self.ops = ControlOps(rt)
+        self.server: asyncio.AbstractServer | None = None
+        self.conns: set[_CtlProtocol] = set()
+
+    async def listen(self, host: str, port: int) -> None:
+        self.server = await self.rt.loop.create_server(lambda: _CtlProtocol(self), host, port,
+                                                       reuse_address=True)
+
+    async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if not isinstance(op, str):
+            return {"ok": False, "error": "request has no 'op' string"}
+        args = {k: v for k, v in req.items() if k != "op"}
+        try:
+            if op in BUILTIN_OPS:
+                rep = getattr(self.ops, op)(args)
+                if asyncio.iscoroutine(rep):
+                    rep = await rep
+            else:
+                rep = self.rt.node.on_control(op, args)
+                if asyncio.iscoroutine(rep):
+                    rep = await rep
+                if rep is None:
+                    return {"ok": False, "error": f"unknown op {op!r}"}
+        except OpError as e:
+            return {"ok": False, "error": str(e)}
+        except Exception as e:  # a bug in an op or in Node.on_control: report, keep running
+            traceback.print_exc(file=sys.stderr)
+            return {"ok": False, "error": f"{op}: {type(e).__name__}: {e}"}
+        out = {"ok": True}
+        out.update(rep)
+        return out
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for c in list(self.conns):
+            if c.transport is not None:
+                c.transport.close()
