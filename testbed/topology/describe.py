@@ -25,12 +25,11 @@ def link_text(spec: LinkSpec) -> str:
 
 
 def _endpoint(plan: Plan, name: str) -> str:
-    n = plan.nodes[name]
-    return n.site if n.kind == "node" else f"{n.site}(clients)"
+    return plan.nodes[name].site  # client processes count in their group's site
 
 
 def link_classes(plan: Plan) -> list[tuple[str, str, LinkSpec, int]]:
-    """Directed links grouped by (endpoint class, endpoint class, spec); symmetric classes merged.
+    """Directed links grouped by (site, site, spec); symmetric classes merged.
 
     Returns (a, b, spec, pairs) with a <= b; ``pairs`` counts unordered pairs when the
     class is symmetric (both directions equal) and directed pairs otherwise (``a -> b``).
