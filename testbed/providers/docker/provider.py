@@ -1,0 +1,581 @@
+"""Provider ``docker``: one container per plan process on one Docker engine.
+
+* One user-defined bridge network per run (``tb-<run id>``); every node is reachable
+  by its network alias ``<node>`` on port 7000 (data) and 7001 (control).
+* Containers ``tb-<run id>-<node>`` from the node image, ``cap_add=[NET_ADMIN]`` only
+  (never privileged), running as the controller's uid:gid so files in the run
+  directory stay the user's.
+* Every container, network and volume is labeled ``testbed.run=<run id>`` and
+  ``testbed.managed=1``: ``down`` finds a run's resources by label, ``wipe`` finds
+  everything testbed ever made, whatever ``state.json`` says.
+* Local engine: the run directory is bind-mounted -- ``<run>/logs`` at ``/run/logs``,
+  ``<run>/state/<node>`` at ``/run/state/<node>``, ``<run>/configs/<node>.json`` read-only
+  at ``/config/node.json`` -- so logs are in place (and survive a killed container) and
+  ``collect`` has nothing to do. The controller reaches the control port at the
+  container's address on the bridge.
+* Remote engine (``docker: ssh://user@host`` on the plan host): the config is copied
+  into the container before it starts, the control port is published on the engine
+  host, logs are fetched by ``collect`` from the containers.
+* Link emulation: ``kernel`` when the engine's kernel has sch_netem (tc commands from
+  :mod:`testbed.links.netem` run inside each container with ``docker exec``), else
+  ``userspace`` (the node runtime emulates links itself).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tarfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from testbed.errors import ProviderError
+from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
+from testbed.render.node_config import render_node_config
+from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.topology.plan import Action, Plan
+
+DATA_PORT = 7000
+CONTROL_PORT = 7001
+LABEL_RUN = "testbed.run"
+LABEL_MANAGED = "testbed.managed"
+LABEL_NODE = "testbed.node"
+START_TIMEOUT_S = 90.0
+WORKERS = 16
+EMULATION_ENV = "TESTBED_EMULATION"  # force "userspace" or "kernel"
+IN_LOGS = "/run/logs"
+IN_STATE = "/run/state"
+IN_CONFIG = "/config/node.json"
+
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+def container_name(run_id: str, node: str) -> str:
+    return _NAME_BAD.sub("_", f"tb-{run_id}-{node}")
+
+
+def network_name(run_id: str) -> str:
+    return _NAME_BAD.sub("_", f"tb-{run_id}")
+
+
+def run_labels(run_id: str, **extra: str) -> dict[str, str]:
+    return {LABEL_RUN: run_id, LABEL_MANAGED: "1", **extra}
+
+
+def engine_url(plan: Plan) -> str | None:
+    """The one engine a plan runs on: None = local; a host's ``docker:``; else ssh to its address."""
+    urls: dict[str | None, list[str]] = {}
+    used = {n.host for n in plan.nodes.values()}
+    for h in sorted(used):
+        hp = plan.hosts.get(h)
+        url = None
+        if hp is not None:
+            if hp.docker:
+                url = hp.docker
+            elif hp.address and hp.address not in ("localhost", "127.0.0.1", "::1"):
+                user = f"{hp.user}@" if hp.user else ""
+                port = f":{hp.port}" if hp.port and hp.port != 22 else ""
+                url = f"ssh://{user}{hp.address}{port}"
+        urls.setdefault(url, []).append(h)
+    if len(urls) > 1:
+        desc = "; ".join(f"{u or 'local engine'}: {', '.join(hs)}" for u, hs in urls.items())
+        raise ProviderError(f"the docker provider runs a plan on one engine, this plan spans {len(urls)} "
+                            f"({desc}); use --provider ansible for many hosts")
+    return next(iter(urls)) if urls else None
+
+
+def _key_for(plan: Plan, url: str | None) -> tuple[str | None, str | None]:
+    for hp in plan.hosts.values():
+        if url and (hp.docker == url or (hp.address and hp.address in url)):
+            return hp.key, hp.name
+    return None, None
+
+
+def _tar_one(name: str, data: bytes) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o444
+        info.mtime = int(time.time())
+        tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _untar_one(chunks) -> bytes:
+    buf = io.BytesIO(b"".join(chunks))
+    with tarfile.open(fileobj=buf) as tf:
+        for m in tf.getmembers():
+            if m.isfile():
+                f = tf.extractfile(m)
+                return f.read() if f else b""
+    return b""
+
+
+class DockerProvider(Provider):
+    name = "docker"
+
+    def __init__(self, image: str | None = None, *, emulation: str | None = None,
+                 remote_mode: bool | None = None, client_factory: Callable[..., Any] | None = None,
+                 start_timeout: float = START_TIMEOUT_S):
+        """``emulation`` forces userspace/kernel; ``remote_mode`` forces the remote-engine paths
+        (config copied in, published control port, logs collected) even on the local engine."""
+        from testbed.providers.docker.image import DEFAULT_TAG
+
+        self.image = image or os.environ.get("TESTBED_NODE_IMAGE") or DEFAULT_TAG
+        self.emulation_override = emulation or os.environ.get(EMULATION_ENV) or None
+        if self.emulation_override not in (None, "userspace", "kernel"):
+            raise ProviderError(f"{EMULATION_ENV}={self.emulation_override!r}: choose userspace or kernel")
+        self.remote_mode = remote_mode
+        self.client_factory = client_factory
+        self.start_timeout = start_timeout
+        self._clients: dict[str | None, Any] = {}
+        self._lock = threading.Lock()
+
+    # -- engine --------------------------------------------------------------------
+    def _client(self, url: str | None, key: str | None = None, host: str | None = None):
+        with self._lock:
+            c = self._clients.get(url)
+            if c is None:
+                if self.client_factory is not None:
+                    c = self.client_factory(url)
+                else:
+                    from testbed.providers.docker.engine import connect
+
+                    c = connect(url, key_filename=key, host=host)
+                self._clients[url] = c
+            return c
+
+    def _run_client(self, run: RunDir):
+        st = run.state
+        return self._client(st.get("engine"), st.get("engine_key"), st.get("engine_host"))
+
+    def _is_remote(self, url: str | None) -> bool:
+        return bool(url) if self.remote_mode is None else self.remote_mode
+
+    def _emulation(self, client: Any, url: str | None) -> str:
+        if self.emulation_override:
+            return self.emulation_override
+        if not url:
+            from testbed.links.detect import kernel_has_netem
+
+            return "kernel" if kernel_has_netem() else "userspace"
+        return "kernel" if engine_has_netem(client, self.image) else "userspace"
+
+    # -- up ----------------------------------------------------------------------------
+    def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
+        from testbed.providers.docker.image import ensure_image
+
+        url = engine_url(plan)
+        key, host = _key_for(plan, url)
+        client = self._client(url, key, host)
+        remote = self._is_remote(url)
+        names = list(plan.nodes)
+        netname = network_name(run.run_id)
+        state: dict[str, Any] = {
+            "provider": self.name, "run_id": run.run_id, "engine": url, "engine_key": key,
+            "engine_host": host, "remote": remote, "image": self.image, "network": netname,
+            "network_id": None, "containers": {},
+        }
+        run.save_state(state)  # before any side effect
+        ensure_image(client, self.image, progress)
+        emulation = self._emulation(client, url)
+        progress(f"docker engine {url or 'local'}: link emulation {emulation}")
+
+        net = client.networks.create(netname, driver="bridge", labels=run_labels(run.run_id),
+                                     check_duplicate=True)
+        state["network_id"] = net.id
+        run.save_state(state)
+
+        for n in names:
+            run.node_state_dir(n).mkdir(parents=True, exist_ok=True)
+            cfg = render_node_config(
+                plan, run.run_id, n, listen=("0.0.0.0", DATA_PORT), control=("0.0.0.0", CONTROL_PORT),
+                peers={m: (m, DATA_PORT) for m in names}, emulation=emulation,
+                log_path=f"{IN_LOGS}/{n}.jsonl", state_dir=f"{IN_STATE}/{n}",
+            )
+            write_json_atomic(run.configs_dir / f"{n}.json", cfg)
+
+        progress(f"creating and starting {len(names)} containers")
+        ids: dict[str, str] = {}
+        errors: dict[str, str] = {}
+        ids_lock = threading.Lock()
+
+        def create_start(n: str) -> None:
+            try:
+                cid = self._create(client, run, plan, n, netname, remote)
+                with ids_lock:
+                    ids[n] = cid
+                client.api.start(cid)
+            except Exception as e:  # reported together below
+                with ids_lock:
+                    errors[n] = _err(e)
+
+        with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(names)))) as pool:
+            list(pool.map(create_start, names))
+        state["containers"] = {n: {"id": ids[n], "name": container_name(run.run_id, n)} for n in ids}
+        run.save_state(state)  # container ids recorded before waiting for them
+        if errors:
+            n, e = sorted(errors.items())[0]
+            raise ProviderError(f"could not start container ({len(errors)} failed): {e}", node=n)
+
+        endpoints = self._endpoints(client, run, plan, ids, netname, remote, url)
+        deployment = Deployment(run.run_id, self.name, emulation, endpoints,
+                                extra={"engine": url or "local", "image": self.image, "network": netname})
+        run.write("deployment.json", deployment.to_dict())
+        if emulation == "kernel":
+            progress("applying tc netem inside the containers")
+            self._apply_kernel_links(client, run, plan, ids, endpoints, names)
+
+        from testbed.providers.control import Controls
+
+        snapshot: dict[str, Any] = {"t": 0.0, "states": {}}
+
+        def dead(node: str) -> str | None:
+            if time.monotonic() - snapshot["t"] > 1.0:
+                snapshot["states"] = self._container_states(client, run.run_id)
+                snapshot["t"] = time.monotonic()
+            st = snapshot["states"].get(node)
+            if st and st["state"] in ("exited", "dead"):
+                return f"container exited with code {st['exit_code']}: {self._log_tail(client, st['id'])}"
+            return None
+
+        controls = Controls(deployment)
+        try:
+            controls.wait_ready(names, self.start_timeout, alive=dead)
+        finally:
+            controls.close()
+        progress(f"{len(names)} containers answer on their control channels")
+        return deployment
+
+    def _create(self, client: Any, run: RunDir, plan: Plan, n: str, netname: str, remote: bool) -> str:
+        api = client.api
+        binds: dict[str, dict[str, str]] = {}
+        ports = None
+        port_bindings = None
+        if not remote:
+            binds = {
+                str(run.logs_dir): {"bind": IN_LOGS, "mode": "rw"},
+                str(run.node_state_dir(n)): {"bind": f"{IN_STATE}/{n}", "mode": "rw"},
+                str(run.configs_dir / f"{n}.json"): {"bind": IN_CONFIG, "mode": "ro"},
+            }
+        else:
+            ports = [CONTROL_PORT]
+            port_bindings = {CONTROL_PORT: None}  # a free port on the engine host
+        host_config = api.create_host_config(
+            binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, port_bindings=port_bindings,
+        )
+        netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n])})
+        user = None if remote else f"{os.getuid()}:{os.getgid()}"
+        c = api.create_container(
+            self.image, command=[IN_CONFIG], name=container_name(run.run_id, n), user=user,
+            labels=run_labels(run.run_id, **{LABEL_NODE: n}), host_config=host_config,
+            networking_config=netcfg, ports=ports, hostname=_NAME_BAD.sub("-", n)[:63] or "node",
+        )
+        cid = c["Id"]
+        if remote:
+            data = (run.configs_dir / f"{n}.json").read_bytes()
+            api.put_archive(cid, "/", _tar_one(IN_CONFIG.lstrip("/"), data))
+        return cid
+
+    def _endpoints(self, client: Any, run: RunDir, plan: Plan, ids: dict[str, str], netname: str,
+                   remote: bool, url: str | None) -> dict[str, Endpoint]:
+        def one(n: str) -> Endpoint:
+            attrs = client.api.inspect_container(ids[n])
+            ip = attrs["NetworkSettings"]["Networks"][netname]["IPAddress"]
+            control = (ip, CONTROL_PORT)
+            if remote:
+                bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
+                hp = bound[0]["HostPort"] if bound else None
+                if not hp:
+                    raise ProviderError("control port was not published", node=n)
+                from testbed.providers.docker.engine import parse_ssh_url
+
+                addr = parse_ssh_url(url).hostname if url else "127.0.0.1"
+                control = (addr, int(hp))
+            return Endpoint(n, plan.nodes[n].host, (ip, DATA_PORT), control, ids[n])
+
+        with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(ids)))) as pool:
+            return dict(zip(ids, pool.map(one, list(ids))))
+
+    # -- kernel link emulation -------------------------------------------------------
+    def _apply_kernel_links(self, client: Any, run: RunDir, plan: Plan, ids: dict[str, str],
+                            endpoints: dict[str, Endpoint], nodes: list[str]) -> None:
+        from testbed.links.netem import by_address, egress_commands
+
+        addresses = {m: ep.data[0] for m, ep in endpoints.items()}
+
+        def one(n: str) -> None:
+            cmds = egress_commands(by_address(plan.egress(n), addresses), device="eth0")
+            for c in cmds.remove:
+                self._exec(client, ids[n], list(c), check=False)
+            for c in cmds.add:
+                self._exec(client, ids[n], list(c), check=True, node=n)
+
+        with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(nodes)))) as pool:
+            list(pool.map(one, nodes))
+
+    @staticmethod
+    def _exec(client: Any, cid: str, cmd: list[str], *, check: bool, node: str | None = None) -> int:
+        ex = client.api.exec_create(cid, cmd, user="0", stdout=True, stderr=True)
+        out = client.api.exec_start(ex["Id"])
+        rc = client.api.exec_inspect(ex["Id"]).get("ExitCode")
+        if check and rc != 0:
+            text = out.decode(errors="replace").strip() if isinstance(out, bytes) else str(out)
+            raise ProviderError(f"{' '.join(cmd)}: exit {rc}: {text}", node=node)
+        return rc or 0
+
+    # -- helpers -------------------------------------------------------------------------
+    @staticmethod
+    def _container_states(client: Any, run_id: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for c in client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+            node = (c.get("Labels") or {}).get(LABEL_NODE)
+            if node:
+                out[node] = {"id": c["Id"], "state": c.get("State", "unknown"), "status": c.get("Status", "")}
+        for node, st in out.items():
+            if st["state"] in ("exited", "dead"):
+                st["exit_code"] = client.api.inspect_container(st["id"])["State"].get("ExitCode")
+        return out
+
+    @staticmethod
+    def _log_tail(client: Any, cid: str) -> str:
+        try:
+            lines = [x for x in client.api.logs(cid, tail=5).decode(errors="replace").splitlines() if x.strip()]
+            return lines[-1] if lines else "no output"
+        except Exception as e:
+            return _err(e)
+
+    def _container_id(self, run: RunDir, node: str) -> str:
+        c = run.state.get("containers", {}).get(node)
+        if c:
+            return c["id"]
+        raise ProviderError("no container recorded for this node", node=node)
+
+    # -- process faults ----------------------------------------------------------------
+    def process_action(self, run: RunDir, action: Action) -> None:
+        import docker.errors
+
+        node = action.target[0]
+        client = self._run_client(run)
+        cid = self._container_id(run, node)
+        try:
+            if action.op == "crash":
+                client.api.kill(cid, signal="SIGKILL")
+            elif action.op == "restart":
+                st = client.api.inspect_container(cid)["State"]
+                if st.get("Running"):
+                    raise ProviderError("restart: the node is still running", node=node)
+                client.api.start(cid)
+                self._after_restart(client, run, node, cid)
+            elif action.op == "pause":
+                client.api.pause(cid)
+            elif action.op == "resume":
+                client.api.unpause(cid)
+            else:
+                raise self.unsupported(action.op)
+        except docker.errors.APIError as e:
+            raise ProviderError(f"{action.op}: {e.explanation or e}", node=node) from None
+
+    def _after_restart(self, client: Any, run: RunDir, node: str, cid: str) -> None:
+        """A restarted container may get a new address and always gets a fresh network namespace."""
+        try:
+            dep = run.deployment()
+        except Exception:
+            return
+        st = run.state
+        attrs = client.api.inspect_container(cid)
+        ip = attrs["NetworkSettings"]["Networks"][st["network"]]["IPAddress"]
+        ep = dep.endpoints[node]
+        changed = ep.data[0] != ip
+        if changed:
+            ep.data = (ip, DATA_PORT)
+            if not st.get("remote"):
+                ep.control = (ip, CONTROL_PORT)
+            run.write("deployment.json", dep.to_dict())
+        if st.get("remote"):
+            bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
+            if bound and int(bound[0]["HostPort"]) != ep.control[1]:
+                ep.control = (ep.control[0], int(bound[0]["HostPort"]))
+                run.write("deployment.json", dep.to_dict())
+        if dep.emulation == "kernel":
+            ids = {n: c["id"] for n, c in st.get("containers", {}).items()}
+            plan = run.plan()
+            # the node's own egress always; everyone's filters when its address moved
+            targets = list(ids) if changed else [node]
+            running = self._container_states(client, run.run_id)
+            targets = [n for n in targets if running.get(n, {}).get("state") == "running"]
+            self._apply_kernel_links(client, run, plan, ids, dep.endpoints, targets)
+
+    # -- status / logs ---------------------------------------------------------------
+    def status(self, run: RunDir) -> list[NodeStatus]:
+        client = self._run_client(run)
+        states = self._container_states(client, run.run_id)
+        out = []
+        for node in run.plan().nodes:
+            st = states.get(node)
+            if st is None:
+                out.append(NodeStatus(node, "unknown", "no container"))
+                continue
+            s = st["state"]
+            detail = f"container {st['id'][:12]} {st['status']}"
+            if s == "running":
+                out.append(NodeStatus(node, "running", detail))
+            elif s == "paused":
+                out.append(NodeStatus(node, "paused", detail))
+            elif s in ("exited", "dead"):
+                code = st.get("exit_code")
+                out.append(NodeStatus(node, "stopped" if code == 0 else "crashed", detail))
+            elif s == "created":
+                out.append(NodeStatus(node, "stopped", detail))
+            else:
+                out.append(NodeStatus(node, "unknown", detail))
+        return out
+
+    def logs_path(self, run: RunDir, node: str) -> str:
+        return str(run.logs_dir / f"{node}.jsonl")
+
+    def collect(self, run: RunDir, progress: Progress) -> None:
+        st = run.state
+        if not st.get("remote"):
+            progress("logs are written in the run directory already")
+            return
+        import docker.errors
+
+        client = self._run_client(run)
+        got = 0
+        for node, c in st.get("containers", {}).items():
+            try:
+                chunks, _ = client.api.get_archive(c["id"], f"{IN_LOGS}/{node}.jsonl")
+                (run.logs_dir / f"{node}.jsonl").write_bytes(_untar_one(chunks))
+                got += 1
+            except docker.errors.NotFound:
+                progress(f"{node}: no log in its container")
+        progress(f"collected {got} logs from the engine")
+
+    # -- down / wipe ---------------------------------------------------------------------
+    def down(self, run: RunDir, progress: Progress) -> None:
+        st = run.state
+        if not st:
+            progress("no docker state for this run")
+            return
+        client = self._run_client(run)
+        states = self._container_states(client, run.run_id)
+        for node, s in states.items():
+            if s["state"] == "paused":
+                _quiet(client.api.unpause, s["id"])
+        live = [n for n, s in states.items() if s["state"] in ("running", "paused")]
+        if live:
+            self._graceful(run, live)
+            self._wait_exit(client, run.run_id, 3.0)
+        if st.get("remote"):
+            try:
+                self.collect(run, progress)
+            except Exception as e:  # never block cleanup
+                progress(f"collect failed: {_err(e)}")
+        removed = remove_labeled(client, {LABEL_RUN: run.run_id})
+        progress(f"removed {len(removed)} docker resources of {run.run_id}")
+
+    def _graceful(self, run: RunDir, nodes: list[str]) -> None:
+        try:
+            deployment = run.deployment()
+        except Exception:
+            return
+        from testbed.providers.control import Controls
+
+        controls = Controls(deployment, timeout=2.0)
+        try:
+            controls.call_many((n, "shutdown", {}) for n in nodes if n in deployment.endpoints)
+        except Exception:
+            pass
+        finally:
+            controls.close()
+
+    @staticmethod
+    def _wait_exit(client: Any, run_id: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not client.api.containers(filters={"label": f"{LABEL_RUN}={run_id}", "status": "running"}):
+                return
+            time.sleep(0.1)
+
+    @classmethod
+    def wipe(cls, progress: Progress) -> list[str]:
+        from testbed.providers.docker.engine import connect
+
+        try:
+            client = connect()
+        except ProviderError as e:
+            progress(f"docker: nothing wiped ({e})")
+            return []
+        removed = remove_labeled(client, {LABEL_MANAGED: "1"})
+        progress(f"docker: removed {len(removed)} resources")
+        return removed
+
+
+def remove_labeled(client: Any, labels: dict[str, str]) -> list[str]:
+    """Force-remove every container, then network, then volume carrying all ``labels``."""
+    import docker.errors
+
+    filt = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    removed: list[str] = []
+    conts = client.api.containers(all=True, filters=filt)
+
+    def rm(c: dict) -> str | None:
+        try:
+            client.api.remove_container(c["Id"], force=True, v=True)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as e:
+            if e.status_code == 409:  # removal already in progress
+                return None
+            raise
+        return "container " + (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        removed += [r for r in pool.map(rm, conts) if r]
+    for n in client.api.networks(filters=filt):
+        try:
+            client.api.remove_network(n["Id"])
+            removed.append("network " + n["Name"])
+        except docker.errors.NotFound:
+            pass
+    vols = (client.api.volumes(filters=filt) or {}).get("Volumes") or []
+    for v in vols:
+        try:
+            client.api.remove_volume(v["Name"], force=True)
+            removed.append("volume " + v["Name"])
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def engine_has_netem(client: Any, image: str) -> bool:
+    """Probe an engine's kernel: can a throwaway NET_ADMIN container attach netem to lo?"""
+    import docker.errors
+
+    try:
+        client.containers.run(image, entrypoint=["tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                                                 "delay", "1ms"],
+                              command=[], cap_add=["NET_ADMIN"], remove=True, network_mode="none",
+                              labels={LABEL_MANAGED: "1", "testbed.probe": "netem"})
+        return True
+    except docker.errors.ContainerError:
+        return False
+
+
+def _quiet(fn: Callable[..., Any], *a: Any) -> None:
+    try:
+        fn(*a)
+    except Exception:
+        pass
+
+
+def _err(e: BaseException) -> str:
+    expl = getattr(e, "explanation", None)
+    s = str(expl or e).strip().splitlines()
+    return s[0] if s else type(e).__name__

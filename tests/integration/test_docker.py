@@ -1,0 +1,334 @@
+"""The docker provider against a real Docker engine (marker ``docker``).
+
+Locally a missing engine skips with the reason; in CI (CI=true) it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import ProviderError
+from testbed.runs.rundir import RunDir
+from testbed.topology.plan import Action, HostPlan, LinkSpec, NodePlan, Plan
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="module")
+def client():
+    pytest.importorskip("docker")
+    from testbed.providers.docker.engine import connect
+
+    try:
+        return connect()
+    except ProviderError as e:
+        if _ci():
+            pytest.fail(f"CI needs a Docker engine: {e}")
+        pytest.skip(f"no Docker engine: {e}")
+
+
+@pytest.fixture(scope="module")
+def image(client):
+    from testbed.providers.docker.image import DEFAULT_TAG, ensure_image
+
+    return ensure_image(client, DEFAULT_TAG, print, offline_base=True)
+
+
+# -- a minimal control client (same wire as the node runtime: 4-byte length + msgpack map) -------
+def control_call(addr: tuple[str, int], op: str, timeout: float = 2.0, **args) -> dict:
+    import msgpack
+
+    with socket.create_connection(addr, timeout=timeout) as s:
+        s.settimeout(timeout)
+        body = msgpack.packb({"op": op, **args})
+        s.sendall(struct.pack(">I", len(body)) + body)
+        hdr = _recv(s, 4)
+        return msgpack.unpackb(_recv(s, struct.unpack(">I", hdr)[0]), raw=False)
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def wait_ping(addr: tuple[str, int], timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            return control_call(addr, "ping", timeout=1.0)
+        except (OSError, ConnectionError) as e:
+            last = e
+            time.sleep(0.1)
+    raise AssertionError(f"no ping reply from {addr}: {last}")
+
+
+def echo_plan(n: int, name: str = "dk") -> Plan:
+    names = [f"b{i}" for i in range(1, n + 1)]
+    nodes = {
+        x: NodePlan(x, "node", "broker", "s1", "h1", neighbors=tuple(y for y in names if y != x))
+        for x in names
+    }
+    links = {f"{a}->{b}": LinkSpec(delay_ms=2.0, jitter_ms=0.5) for a in names for b in names if a != b}
+    return Plan(name=name, protocol="echo", provider="docker", duration_s=5.0, seed=7, sites=("s1",),
+                hosts={"h1": HostPlan("h1")}, nodes=nodes, links=links, actions=(),
+                params={"echo": True, "rate_per_s": 50})
+
+
+def new_run(tmp_path: Path, plan: Plan, run_id: str) -> RunDir:
+    run = RunDir.create(tmp_path, run_id)
+    run.write("plan.json", plan.to_dict())
+    return run
+
+
+def labeled(client, label: str) -> dict[str, list]:
+    f = {"label": label}
+    return {
+        "containers": client.api.containers(all=True, filters=f),
+        "networks": client.api.networks(filters=f),
+        "volumes": (client.api.volumes(filters=f) or {}).get("Volumes") or [],
+    }
+
+
+def act(op: str, node: str) -> Action:
+    return Action(at_s=0.0, op=op, fault=0, target=(node,))
+
+
+def states(provider, run) -> dict[str, str]:
+    return {s.node: s.state for s in provider.status(run)}
+
+
+# -- image -------------------------------------------------------------------------------
+def test_node_image_holds_only_node_dependencies(client, image):
+    from testbed.providers.docker.image import image_status
+
+    assert image_status(client, image) == "current"
+    script = ("import msgpack, testbed.nodes, testbed.nodes.runtime.node_main, sys, importlib.util as u;"
+              "bad=[m for m in ('docker','pandas','pyspark','ansible_runner','pydantic','paramiko')"
+              " if u.find_spec(m)];"
+              "extra=[p for p in __import__('os').listdir('/opt/testbed/testbed') if p not in "
+              "('__init__.py','nodes')];"
+              "print(sys.version_info[:2], bad, extra)")
+    out = client.containers.run(image, entrypoint=["python3", "-c", script], remove=True).decode()
+    assert out.strip() == "(3, 11) [] []"
+    tc = client.containers.run(image, entrypoint=["tc", "-V"], remove=True).decode()
+    assert "iproute2" in tc
+
+
+def test_build_image_on_offline_base(client, image):
+    from testbed.providers.docker.image import OFFLINE_BASE, build_image
+
+    tag = "testbed-node:itest-build"
+    lines: list[str] = []
+    try:
+        assert build_image(offline_base=True, tag=tag, progress=lines.append, client=client) == tag
+        img = client.images.get(tag)
+        labels = img.attrs["Config"]["Labels"]
+        assert labels["testbed.base"] == OFFLINE_BASE
+        assert img.attrs["Config"]["Entrypoint"] == ["python3", "-m", "testbed.nodes"]
+        assert any("building" in x for x in lines)
+    finally:
+        try:
+            client.images.remove(tag)
+        except Exception:
+            pass
+
+
+def test_unavailable_base_is_one_clear_error(client):
+    from testbed.providers.docker.image import build_image
+
+    with pytest.raises(ProviderError) as e:
+        build_image(base="testbed-no-such-base:none", tag="testbed-node:never", client=client)
+    msg = str(e.value)
+    assert "testbed-no-such-base:none" in msg and "--offline-base" in msg and "\n" not in msg
+
+
+# -- lifecycle -------------------------------------------------------------------------
+def test_up_faults_down(client, image, tmp_path):
+    from testbed.links.detect import kernel_has_netem
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(4)
+    run = new_run(tmp_path, plan, f"dk-life-{os.getpid()}")
+    p = DockerProvider(image)
+    steps: list[str] = []
+    try:
+        dep = p.up(plan, run, steps.append)
+        # the emulation mode follows the kernel (this build machine has no sch_netem)
+        assert dep.emulation == ("kernel" if kernel_has_netem() else "userspace")
+        st = run.state
+        assert set(st["containers"]) == set(plan.nodes)
+        for n, ep in dep.endpoints.items():
+            assert control_call(tuple(ep.control), "ping")["node"] == n
+            c = client.api.inspect_container(st["containers"][n]["id"])
+            assert c["Name"] == f"/tb-{run.run_id}-{n}"
+            assert c["Config"]["Labels"]["testbed.run"] == run.run_id
+            assert c["Config"]["Labels"]["testbed.managed"] == "1"
+            assert c["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
+            assert c["HostConfig"]["Privileged"] is False
+            cfg = json.loads((run.configs_dir / f"{n}.json").read_text())
+            assert cfg["emulation"] == dep.emulation and cfg["log_path"] == f"/run/logs/{n}.jsonl"
+        assert states(p, run) == {n: "running" for n in plan.nodes}
+
+        # traffic flows between containers by network alias
+        b1 = tuple(dep.endpoints["b1"].control)
+        r = control_call(b1, "send", dst="b2", n=5)
+        assert r.get("ok") is not False, r
+        deadline = time.monotonic() + 10
+        got: dict = {}
+        while time.monotonic() < deadline:
+            got = control_call(tuple(dep.endpoints["b2"].control), "received")
+            if got.get("recv", {}).get("b1/ping", 0) >= 5:
+                break
+            time.sleep(0.1)
+        assert got.get("recv", {}).get("b1/ping") == 5, got
+        assert got.get("fifo_violations") == 0
+
+        # crash: SIGKILL; the log written so far survives in the run directory
+        log = run.logs_dir / "b3.jsonl"
+        time.sleep(0.3)  # past one flush interval
+        p.process_action(run, act("crash", "b3"))
+        assert states(p, run)["b3"] == "crashed"
+        assert log.exists() and log.stat().st_size > 0
+        first = json.loads(log.read_text().splitlines()[0])
+        assert first["node"] == "b3"
+        with pytest.raises(ProviderError):
+            p.process_action(run, act("pause", "b3"))
+
+        # restart: the same container starts again and answers
+        p.process_action(run, act("restart", "b3"))
+        dep = run.deployment()
+        assert wait_ping(tuple(dep.endpoints["b3"].control))["node"] == "b3"
+        assert states(p, run)["b3"] == "running"
+        with pytest.raises(ProviderError, match="still running"):
+            p.process_action(run, act("restart", "b3"))
+
+        # pause / resume
+        b2 = tuple(dep.endpoints["b2"].control)
+        p.process_action(run, act("pause", "b2"))
+        assert states(p, run)["b2"] == "paused"
+        with pytest.raises(OSError):
+            control_call(b2, "ping", timeout=0.5)
+        p.process_action(run, act("resume", "b2"))
+        assert states(p, run)["b2"] == "running"
+        assert control_call(b2, "ping")["node"] == "b2"
+
+        with pytest.raises(ProviderError):
+            p.process_action(run, act("explode", "b2"))
+        p.collect(run, steps.append)  # local engine: nothing to fetch
+    finally:
+        p.down(run, steps.append)
+    left = labeled(client, f"testbed.run={run.run_id}")
+    assert left == {"containers": [], "networks": [], "volumes": []}
+    # the logs stay, with a clean stop for the nodes that were up at down()
+    for n in plan.nodes:
+        assert (run.logs_dir / f"{n}.jsonl").stat().st_size > 0
+    p.down(run, steps.append)  # idempotent
+
+
+def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
+    """The remote-engine code paths (config copied in, published control port, logs collected)."""
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(3)
+    run = new_run(tmp_path, plan, f"dk-remote-{os.getpid()}")
+    p = DockerProvider(image, remote_mode=True)
+    try:
+        dep = p.up(plan, run, lambda m: None)
+        for n, ep in dep.endpoints.items():
+            assert ep.control[0] == "127.0.0.1" and ep.control[1] != 7001
+            assert control_call(tuple(ep.control), "ping")["node"] == n
+        assert not (run.logs_dir / "b1.jsonl").exists()  # nothing bind-mounted
+        time.sleep(0.3)
+        p.collect(run, lambda m: None)
+        assert json.loads((run.logs_dir / "b1.jsonl").read_text().splitlines()[0])["node"] == "b1"
+    finally:
+        p.down(run, lambda m: None)
+    assert labeled(client, f"testbed.run={run.run_id}")["containers"] == []
+
+
+def test_container_exit_during_up_is_reported(client, image, tmp_path):
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(2)
+    plan = Plan.from_dict({**plan.to_dict(), "protocol": "no_such_protocol"})
+    run = new_run(tmp_path, plan, f"dk-bad-{os.getpid()}")
+    p = DockerProvider(image, start_timeout=30)
+    try:
+        with pytest.raises(ProviderError, match="exited"):
+            p.up(plan, run, lambda m: None)
+    finally:
+        p.down(run, lambda m: None)
+    assert labeled(client, f"testbed.run={run.run_id}")["containers"] == []
+
+
+_UP_SCRIPT = """
+import sys
+from testbed.providers.docker.provider import DockerProvider
+from testbed.runs.rundir import RunDir
+run = RunDir(sys.argv[1])
+DockerProvider(sys.argv[2]).up(run.plan(), run, lambda m: print(m, flush=True))
+"""
+
+
+def test_wipe_after_controller_killed_mid_up(client, image, tmp_path):
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(8)
+    run = new_run(tmp_path, plan, f"dk-wipe-{os.getpid()}")
+    proc = subprocess.Popen([sys.executable, "-c", _UP_SCRIPT, str(run.path), image], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if labeled(client, f"testbed.run={run.run_id}")["containers"]:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the controller never created a container")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    before = labeled(client, f"testbed.run={run.run_id}")
+    assert before["networks"] and before["containers"]
+    # make state.json as incomplete as a kill can leave it: wipe must rely on labels alone
+    run.save_state({"provider": "docker", "run_id": run.run_id})
+    removed = DockerProvider.wipe(lambda m: None)
+    assert any(r.startswith("network tb-") for r in removed)
+    assert labeled(client, "testbed.managed=1") == {"containers": [], "networks": [], "volumes": []}
+
+
+def test_down_with_incomplete_state_removes_everything(client, image, tmp_path):
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(2)
+    run = new_run(tmp_path, plan, f"dk-down-{os.getpid()}")
+    p = DockerProvider(image)
+    p.up(plan, run, lambda m: None)
+    client.volumes.create(f"tb-{run.run_id}-vol", labels={"testbed.run": run.run_id, "testbed.managed": "1"})
+    st = run.state
+    st["containers"] = {}
+    run.save_state(st)
+    p.down(run, lambda m: None)
+    assert labeled(client, f"testbed.run={run.run_id}") == {"containers": [], "networks": [], "volumes": []}
