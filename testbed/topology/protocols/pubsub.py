@@ -1,16 +1,18 @@
 """Topology rules of the ``pubsub`` protocol (content-based routing, PADRES model).
 
 Filters (a subscriber group's ``filter``, a publisher group's ``params.advertise``)
-are conjunctions of predicates ``[attr,op,value]`` separated by commas:
+are checked with the brokers' own parser (``testbed.nodes.pubsub.filters``), so
+a file that validates is a file the nodes accept. The language, in short:
+a comma-separated conjunction of predicates ``[attr,op,value]``
 
     [class,eq,'STOCK'],[price,<,50]
 
-``attr``   a name: letters, digits, ``_``, ``.``, ``-``, starting with a letter or ``_``
+``attr``   ``[A-Za-z_][A-Za-z0-9_.-]*``
 ``op``     ``eq`` ``=`` ``neq`` ``!=`` ``<`` ``<=`` ``>`` ``>=`` ``isPresent`` ``str-prefix``
-``value``  a number (``50``, ``-1.5``, ``1e3``) or a quoted string (``'STOCK'`` or ``"STOCK"``,
-           no escapes). ``<``/``<=``/``>``/``>=`` take numbers, ``str-prefix`` a string;
-           ``isPresent`` takes a value whose type says the attribute's type
-           (``[price,isPresent,0]``, ``[class,isPresent,'']``).
+``value``  a number (``50``, ``-1.5``, ``1e3``) or a quoted string (``'STOCK'``/``"STOCK"``,
+           backslash escapes the quote); unquoted words are errors. ``isPresent`` takes a
+           value whose type is the attribute's (``[price,isPresent,0]``, ``[sym,isPresent,'']``);
+           ``str-prefix`` a string. The empty filter matches everything.
 """
 
 from __future__ import annotations
@@ -20,55 +22,25 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from testbed.nodes.pubsub import filters as _filters
 from testbed.topology.schema import StrictModel
 from testbed.topology.units import Time
 
-OPS = ("eq", "=", "neq", "!=", "<", "<=", ">", ">=", "isPresent", "str-prefix")
-NUMERIC_OPS = ("<", "<=", ">", ">=")
+OPS = _filters.OPS
 
 _ATTR = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _STRING = r"'[^']*'|\"[^\"]*\""
-_OP = "|".join(re.escape(o) for o in sorted(OPS, key=len, reverse=True))
-_PRED = re.compile(
-    rf"\s*\[\s*(?P<attr>{_ATTR})\s*,\s*(?P<op>{_OP})\s*,\s*(?P<value>{_NUMBER}|{_STRING})\s*\]\s*"
-)
 
 
-def parse_filter(text: str) -> list[tuple[str, str, float | int | str]]:
-    """``"[class,eq,'STOCK'],[price,<,50]"`` -> ``[("class","eq","STOCK"), ("price","<",50)]``.
-
-    Raises ValueError naming the character position of the first problem.
-    """
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("a filter needs at least one predicate [attr,op,value]")
-    preds: list[tuple[str, str, float | int | str]] = []
-    pos = 0
-    while True:
-        m = _PRED.match(text, pos)
-        if not m:
-            raise ValueError(
-                f"bad filter at character {pos + 1}: expected [attr,op,value] with op one of "
-                f"{' '.join(OPS)} and value a number or a quoted string"
-            )
-        raw = m.group("value")
-        value: float | int | str
-        if raw[0] in "'\"":
-            value = raw[1:-1]
-        else:
-            value = int(raw) if re.fullmatch(r"[+-]?\d+", raw) else float(raw)
-        op = m.group("op")
-        if op in NUMERIC_OPS and isinstance(value, str):
-            raise ValueError(f"bad filter at character {m.start('value') + 1}: {op} needs a number")
-        if op == "str-prefix" and not isinstance(value, str):
-            raise ValueError(f"bad filter at character {m.start('value') + 1}: str-prefix needs a quoted string")
-        preds.append((m.group("attr"), op, value))
-        pos = m.end()
-        if pos == len(text):
-            return preds
-        if text[pos] != ",":
-            raise ValueError(f"bad filter at character {pos + 1}: expected ',' between predicates")
-        pos += 1
+def parse_filter(text: str) -> Any:
+    """Parse a filter with the brokers' parser; ValueError (one line, with the column) if bad."""
+    if not isinstance(text, str):
+        raise ValueError("a filter is a quoted text, e.g. \"[class,eq,'STOCK']\"")
+    try:
+        return _filters.parse(text)
+    except _filters.FilterError as e:
+        raise ValueError(f"bad filter: col {e.pos + 1}: {str(e).split(': ', 2)[-1]}") from None
 
 
 _GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
