@@ -22,3 +22,16 @@ declare("deliver", P, "A subscriber client received a publication.",
         client="str", pub_id="str", publisher="str", seq="int", pub_t="int", hops="int")
 declare("broker_tables", P, "Periodic sizes of a broker's routing tables.",
         srt="int", prt="int", covered="int")
+
+# --- added with the broker and client implementation (routing internals, re-sync) ---
+declare("broker_counters", P, "Periodic message counters of a broker (cumulative since start).",
+        adv_in="int", unadv_in="int", sub_in="int", unsub_in="int", pub_in="int", pub_out="int",
+        pub_unmatched="int", deliver_out="int", adv_out="int", unadv_out="int", sub_out="int",
+        unsub_out="int", resync="int", bad="int", sent_subs="int", retired="int")
+declare("broker_resync", P, "A broker re-sent routing state to a neighbour whose connection came back.",
+        peer="str", advs="int", subs="int")
+declare("broker_bad_message", P, "A broker ignored a malformed or unexpected message.",
+        peer="str", kind="str", reason="str")
+declare("client_resync", P, "A client process re-issued its clients' advs/subs to a broker "
+        "whose connection came back (not logged as new advertise/subscribe events).",
+        broker="str", advs="int", subs="int")

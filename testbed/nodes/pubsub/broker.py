@@ -1,0 +1,186 @@
+"""The PADRES broker: a :class:`RoutingTable` behind the node runtime.
+
+Wire messages (msgpack maps, key ``k``); ``c`` is the logical client id and is
+present exactly on messages between a client process and its broker:
+
+    adv    {k, id, f, [c]}         advertisement (f = filter text)
+    unadv  {k, id, [c]}
+    sub    {k, id, f, [c]}
+    unsub  {k, id, [c]}
+    pub    {k, id, c, s, a, p, t, h}   publication: id "<client>:<seq>", c publisher,
+                                    s seq, a attrs, p payload (bytes), t publisher's
+                                    send wall ns, h broker hops so far
+    pub to a client process: the same plus ``to`` = [client ids] (one frame per process)
+
+Messages from a process that is not an overlay neighbour are from client
+processes; their routing hop is ``"<process>/<client>"``. Re-sync: on
+``on_peer_up(neighbour)`` the broker sends what the neighbour needs
+(:meth:`RoutingTable.resync`); ids make it idempotent, so a restarted broker
+re-learns its state from its neighbours and clients without duplicate entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.nodes.pubsub.filters import FilterError, parse_cached
+from testbed.nodes.pubsub.routing import Out, RoutingTable
+from testbed.nodes.runtime.api import Node
+
+TABLES_INTERVAL_S = 1.0
+_COUNTERS = ("adv_in", "unadv_in", "sub_in", "unsub_in", "pub_in", "pub_out", "pub_unmatched",
+             "deliver_out", "adv_out", "unadv_out", "sub_out", "unsub_out", "resync", "bad")
+
+
+class Broker(Node):
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        params = self.config.get("params") or {}
+        self.table = RoutingTable(self.config.get("neighbors") or [], params.get("covering", "off"))
+        self._nset = frozenset(self.table.neighbors)
+        self._hops: dict[tuple[str, str], str] = {}
+        self._client_of: dict[str, tuple[str, str]] = {}
+        self.counters = dict.fromkeys(_COUNTERS, 0)
+        self._pub_in = 0  # hot-path counters kept as plain attributes
+        self._pub_out = 0
+        self._deliver_out = 0
+        self._unmatched = 0
+        self._tables_interval = float(params.get("tables_interval", TABLES_INTERVAL_S))
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        self.rt.call_later(self._tables_interval, self._tables_tick)
+
+    async def stop(self) -> None:
+        self._log_tables()
+
+    def _tables_tick(self) -> None:
+        self._log_tables()
+        self.rt.call_later(self._tables_interval, self._tables_tick)
+
+    def _log_tables(self) -> None:
+        s = self.table.sizes()
+        self.rt.log("broker_tables", srt=s["srt"], prt=s["prt"], covered=s["covered"])
+        self.rt.log("broker_counters", **self._counter_snapshot(), sent_subs=s["sent"],
+                    retired=s["retired"])
+
+    def _counter_snapshot(self) -> dict[str, int]:
+        c = dict(self.counters)
+        c["pub_in"], c["pub_out"] = self._pub_in, self._pub_out
+        c["deliver_out"], c["pub_unmatched"] = self._deliver_out, self._unmatched
+        return c
+
+    def status(self) -> dict[str, Any]:
+        return {**self.table.sizes(), **self._counter_snapshot(), "covering": self.table.covering}
+
+    def on_peer_up(self, peer: str) -> None:
+        if peer in self._nset:
+            outs = self.table.resync(peer)
+            self.counters["resync"] += 1
+            nadv = sum(1 for o in outs if o.kind == "adv")
+            self.rt.log("broker_resync", peer=peer, advs=nadv, subs=len(outs) - nadv)
+            self._emit(outs)
+
+    # -- messages -----------------------------------------------------------------
+    def _hop(self, src: str, client: str) -> str:
+        key = (src, client)
+        h = self._hops.get(key)
+        if h is None:
+            h = f"{src}/{client}"
+            self._hops[key] = h
+            self._client_of[h] = key
+        return h
+
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        k = msg.get("k")
+        if k == "pub":
+            self._on_pub(src, msg)
+            return
+        if src in self._nset:
+            frm = src
+        else:
+            c = msg.get("c")
+            if not isinstance(c, str):
+                self._bad(src, msg, "message from a non-neighbour without a client id")
+                return
+            frm = self._hop(src, c)
+        try:
+            if k == "adv":
+                self.counters["adv_in"] += 1
+                outs = self.table.advertise(msg["id"], parse_cached(msg["f"]), frm)
+            elif k == "unadv":
+                self.counters["unadv_in"] += 1
+                outs = self.table.unadvertise(msg["id"], frm)
+            elif k == "sub":
+                self.counters["sub_in"] += 1
+                outs = self.table.subscribe(msg["id"], parse_cached(msg["f"]), frm)
+            elif k == "unsub":
+                self.counters["unsub_in"] += 1
+                outs = self.table.unsubscribe(msg["id"], frm)
+            else:
+                self._bad(src, msg, f"unknown message kind {k!r}")
+                return
+        except (KeyError, TypeError, FilterError) as e:
+            self._bad(src, msg, f"malformed {k}: {e}")
+            return
+        self._emit(outs)
+
+    def _bad(self, src: str, msg: dict[str, Any], why: str) -> None:
+        self.counters["bad"] += 1
+        self.rt.log("broker_bad_message", peer=src, kind=str(msg.get("k")), reason=why[:200])
+
+    def _emit(self, outs: list[Out]) -> None:
+        send = self.rt.send
+        c = self.counters
+        for o in outs:
+            if o.kind == "adv" or o.kind == "sub":
+                send(o.dst, {"k": o.kind, "id": o.id, "f": o.filter.text})  # type: ignore[union-attr]
+            else:
+                send(o.dst, {"k": o.kind, "id": o.id})
+            c[o.kind + "_out"] += 1
+
+    def _on_pub(self, src: str, msg: dict[str, Any]) -> None:
+        """The hot path: match, forward to each next hop once, group local clients per process."""
+        self._pub_in += 1
+        nset = self._nset
+        if src in nset:
+            frm = src
+        else:
+            key = (src, msg.get("c"))
+            frm = self._hops.get(key)  # type: ignore[arg-type]
+            if frm is None:
+                if not isinstance(key[1], str):
+                    self._bad(src, msg, "publication from a non-neighbour without a client id")
+                    return
+                frm = self._hop(src, key[1])
+        try:
+            hops = self.table.index.hops(msg["a"])
+        except (KeyError, AttributeError, TypeError) as e:
+            self._bad(src, msg, f"malformed pub: {e}")
+            return
+        hops.discard(frm)
+        if not hops:
+            self._unmatched += 1
+            return
+        msg["h"] = msg.get("h", 0) + 1
+        msg.pop("to", None)
+        send = self.rt.send
+        local: dict[str, list[str]] | None = None
+        for h in hops:
+            if h in nset:
+                send(h, msg)  # the runtime encodes at send time: one dict for every neighbour
+                self._pub_out += 1
+            else:
+                proc, cid = self._client_of[h]
+                if local is None:
+                    local = {proc: [cid]}
+                elif proc in local:
+                    local[proc].append(cid)
+                else:
+                    local[proc] = [cid]
+        if local is not None:
+            for proc, cids in local.items():
+                m = dict(msg)
+                m["to"] = cids
+                send(proc, m)
+                self._deliver_out += len(cids)
