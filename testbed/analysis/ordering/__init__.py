@@ -1,0 +1,1 @@
+"""Analysis of the ordering protocol (Baldoni et al.): history checks, metrics, figures, reproduce."""

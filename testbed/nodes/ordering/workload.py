@@ -1,0 +1,99 @@
+"""Topic popularity and subscriptions (Sec 5.2), stdlib only so client processes use it too.
+
+Distribution: a truncated Zipf law over a site's topic ranking,
+``P(rank r) = r**-s / H(N, s)`` for ranks ``1..N``. The paper names its two
+models by a "shape" and defines them by their concentration: shape 0.901 =
+0.5% of the topics get 80% of the picks ("geographic topic popularity"),
+shape 0.349 = 40% of the topics get 80% ("spray-and-diffuse"). The exponent
+``s`` is calibrated numerically (bisection) so that the top ``ceil(q*N)`` ranks
+carry exactly 80% of the mass for the actual ``N`` (``q`` = 0.005 or 0.40).
+
+A site's ranking: its own topics (those whose TM its server hosts) first, in
+topic-id order, then every other topic in topic-id order. With one site (Fig 7-8)
+the ranking is the topic order itself, as the paper does ("topic ranking was
+defined to match the topic popularity").
+
+Subscriptions: ``k`` distinct topics per client drawn without replacement with
+probabilities proportional to the law (Efraimidis-Spirakis keys ``u**(1/w)``).
+Publications: one topic per event drawn from the law (with replacement).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from functools import lru_cache
+
+# shape -> fraction of topics that receives 80% of the picks (Sec 5.2)
+SHAPES: dict[float, float] = {0.901: 0.005, 0.349: 0.40}
+MASS = 0.8
+
+
+def _top_mass(n: int, s: float, top: int) -> float:
+    w = [r ** -s for r in range(1, n + 1)]
+    return sum(w[:top]) / sum(w)
+
+
+@lru_cache(maxsize=64)
+def zipf_exponent(n_topics: int, shape: float) -> float:
+    """The Zipf exponent giving ``MASS`` of the picks to the top ``SHAPES[shape]`` of topics."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown popularity shape {shape}; known: {sorted(SHAPES)}")
+    top = max(1, math.ceil(SHAPES[shape] * n_topics))
+    if top >= n_topics:
+        return 0.0
+    lo, hi = 0.0, 8.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if _top_mass(n_topics, mid, top) < MASS:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@lru_cache(maxsize=64)
+def rank_weights(n_topics: int, shape: float) -> tuple[float, ...]:
+    s = zipf_exponent(n_topics, shape)
+    w = [r ** -s for r in range(1, n_topics + 1)]
+    z = sum(w)
+    return tuple(x / z for x in w)
+
+
+def site_ranking(n_topics: int, own: list[int]) -> list[int]:
+    """Topics by decreasing popularity at a site whose own (local-TM) topics are ``own``."""
+    own_set = set(own)
+    return sorted(own) + [t for t in range(n_topics) if t not in own_set]
+
+
+class Popularity:
+    """The popularity law of one site: ``weights[topic]`` and draws from it."""
+
+    def __init__(self, n_topics: int, shape: float, own: list[int] | None = None) -> None:
+        self.n = n_topics
+        self.shape = shape
+        ranking = site_ranking(n_topics, own if own is not None else list(range(n_topics)))
+        rw = rank_weights(n_topics, shape)
+        self.weights = [0.0] * n_topics
+        for r, t in enumerate(ranking):
+            self.weights[t] = rw[r]
+        self._topics = ranking
+        self._cum = list(itertools.accumulate(rw))
+
+    def pick(self, rng: random.Random) -> int:
+        """One topic (a publication's)."""
+        i = bisect.bisect_left(self._cum, rng.random() * self._cum[-1])
+        return self._topics[min(i, self.n - 1)]
+
+    def subscription(self, rng: random.Random, k: int) -> list[int]:
+        """``k`` distinct topics, sorted, drawn without replacement (Efraimidis-Spirakis)."""
+        if k >= self.n:
+            return list(range(self.n))
+        keys = []
+        for t, w in enumerate(self.weights):
+            u = rng.random()
+            keys.append((math.log(u) / w if u > 0 else -math.inf, t))
+        best = sorted(keys, reverse=True)[:k]
+        return sorted(t for _, t in best)
