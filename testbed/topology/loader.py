@@ -638,7 +638,7 @@ def _check_acyclic(nodes: dict[str, S.Node], mode: str, problem) -> None:
             seen_edges.add(edge)
             ra, rb = find(a), find(b)
             if ra == rb:
-                cycle = _path(adj, b, a) + [b]
+                cycle = _path(adj, b, a) + [a]
                 what = "cells" if mode == "cells" else "forest"
                 need = ("the broker graph must be acyclic after collapsing each cell"
                         if what == "cells" else "the broker overlay must be a tree (no cycles)")

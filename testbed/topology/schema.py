@@ -24,6 +24,7 @@ from pydantic import (
     PrivateAttr,
     StrictBool,
     StrictInt,
+    field_validator,
     model_validator,
 )
 
@@ -167,6 +168,13 @@ class Fault(StrictModel):
                 return k
         raise AssertionError("validated fault without a kind")
 
+    @field_validator("for_")
+    @classmethod
+    def _positive_for(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError("'for' must be longer than 0s")
+        return v
+
     @model_validator(mode="after")
     def _one_kind(self) -> "Fault":
         kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None]
@@ -177,8 +185,6 @@ class Fault(StrictModel):
         kind = kinds[0]
         if self.for_ is not None and kind not in WINDOWED:
             raise ValueError(f"'for' does not apply to {kind} (only to {', '.join(WINDOWED)})")
-        if self.for_ is not None and self.for_ <= 0:
-            raise ValueError("'for' must be longer than 0s")
         if kind == "cut" and self.cut[0] == self.cut[1]:
             raise ValueError("cut needs two different nodes")
         if kind == "partition":
