@@ -1,0 +1,110 @@
+"""Gryphon client processes: a group of publishers or subscribers (one process each group).
+
+Publishers: logical client ``<group>-<i>`` is one pubend ``<phb>/<group>-<i>`` at
+its attach broker (the PHB); it publishes ``rate_per_s`` messages of
+``size_bytes`` with attributes ``{"k": n % attr_space, "src": client}``.
+Subscribers: client ``<group>-<i>`` subscribes at its SHB with the group's
+filter, or -- with ``extra.filter_mod: M`` -- with ``[k,eq,i % M]`` so that
+each subscriber gets ``rate / M`` of the input (the Fig 4 workload).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.nodes.gryphon.cells import pubend_id
+from testbed.nodes.gryphon.filters import parse
+from testbed.nodes.runtime.api import Node
+
+
+class ClientHost(Node):
+    def __init__(self, rt) -> None:
+        super().__init__(rt)
+        g = self.config.get("clients") or {}
+        self.group = g.get("name", self.name)
+        self.role = g.get("role", self.config.get("role"))
+        self.count = int(g.get("count", 1))
+        attach = list(g.get("attach") or [])
+        self.extra = g.get("extra") or {}
+        self.clients = [f"{self.group}-{i}" for i in range(self.count)]
+        self.attach = {c: attach[i % len(attach)] for i, c in enumerate(self.clients)} if attach else {}
+        self.rate = float(g.get("rate_per_s") or 1.0)
+        self.size = int(g.get("size_bytes") or 100)
+        self.attr_space = int(self.extra.get("attr_space", 1000))
+        self.filter_text = g.get("filter")
+        self.seq = {c: 0 for c in self.clients}
+        self.running = False
+        self.t0 = 0.0
+        self.deadline = 0.0
+        self.received = 0
+        self.published = 0
+        self._payload = b"x" * max(0, self.size - 60)  # ~60 bytes of header fields
+
+    def spec_of(self, i: int) -> tuple:
+        mod = self.extra.get("filter_mod")
+        if mod:
+            return (("k", "eq", i % int(mod)),)
+        return parse(self.filter_text)
+
+    async def start(self) -> None:
+        if self.role == "subscriber":
+            self._subscribe_all()
+
+    def _subscribe_all(self, only: str | None = None) -> None:
+        for i, c in enumerate(self.clients):
+            b = self.attach.get(c)
+            if b is None or (only is not None and b != only):
+                continue
+            spec = self.spec_of(i)
+            self.rt.send(b, {"k": "sub", "c": c, "f": [list(p) for p in spec]})
+            if only is None:
+                self.rt.log("g_subscribe", client=c, filter=repr(list(spec)), broker=b)
+
+    def on_peer_up(self, peer: str) -> None:
+        if self.role == "subscriber" and peer in self.attach.values():
+            self._subscribe_all(only=peer)  # (re)register after a (re)connection
+
+    async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
+        if self.role != "publisher":
+            return
+        self.running = True
+        self.t0 = self.rt.mono_ns() / 1e9
+        self.deadline = self.t0 + duration_s
+        self._tick_s = max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9)))
+        self.rt.call_later(0.0, self._publish_tick)
+
+    async def stop_workload(self) -> None:
+        self.running = False
+
+    def _publish_tick(self) -> None:
+        if not self.running:
+            return
+        now = self.rt.mono_ns() / 1e9
+        if now >= self.deadline:
+            self.running = False
+            return
+        due = int((now - self.t0) * self.rate) + 1
+        for ci, c in enumerate(self.clients):
+            b = self.attach[c]
+            pe = pubend_id(b, c)
+            while self.seq[c] < due:
+                n = self.seq[c]
+                self.seq[c] = n + 1
+                pt = self.rt.wall_ns()
+                self.rt.send(b, {"k": "pub", "pe": pe, "c": c, "seq": n,
+                                 "a": {"k": (n * self.count + ci) % self.attr_space,
+                                       "src": c},
+                                 "pt": pt, "pl": self._payload})
+                self.rt.log("g_publish", client=c, pubend=pe, seq=n, size=self.size, broker=b)
+                self.published += 1
+        self.rt.call_later(self._tick_s, self._publish_tick)
+
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        if msg.get("k") == "dlv":
+            self.received += 1
+            self.rt.log("g_deliver", client=msg["c"], pubend=msg["pe"], tick=msg["t"], seq=msg["s"],
+                        pub_t=msg["pt"], broker=src)
+
+    def status(self) -> dict[str, Any]:
+        return {"role": self.role, "clients": self.count, "published": self.published,
+                "received": self.received}
