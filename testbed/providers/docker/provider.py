@@ -186,16 +186,20 @@ class DockerProvider(Provider):
         emulation = self._emulation(client, url)
         progress(f"docker engine {url or 'local'}: link emulation {emulation}")
 
-        net = client.networks.create(netname, driver="bridge", labels=run_labels(run.run_id),
-                                     check_duplicate=True)
+        net = create_network(client, netname, run_labels(run.run_id))
         state["network_id"] = net.id
+        run.save_state(state)
+        # Fixed addresses: peers are known before anything starts, and a restarted container
+        # keeps its address (docker would otherwise hand it whatever is free).
+        addresses = assign_addresses(client.api.inspect_network(net.id), names)
+        state["addresses"] = addresses
         run.save_state(state)
 
         for n in names:
             run.node_state_dir(n).mkdir(parents=True, exist_ok=True)
             cfg = render_node_config(
                 plan, run.run_id, n, listen=("0.0.0.0", DATA_PORT), control=("0.0.0.0", CONTROL_PORT),
-                peers={m: (m, DATA_PORT) for m in names}, emulation=emulation,
+                peers={m: (addresses[m], DATA_PORT) for m in names}, emulation=emulation,
                 log_path=f"{IN_LOGS}/{n}.jsonl", state_dir=f"{IN_STATE}/{n}",
             )
             write_json_atomic(run.configs_dir / f"{n}.json", cfg)
@@ -207,7 +211,7 @@ class DockerProvider(Provider):
 
         def create_start(n: str) -> None:
             try:
-                cid = self._create(client, run, plan, n, netname, remote)
+                cid = self._create(client, run, plan, n, netname, remote, addresses[n])
                 with ids_lock:
                     ids[n] = cid
                 client.api.start(cid)
@@ -252,7 +256,8 @@ class DockerProvider(Provider):
         progress(f"{len(names)} containers answer on their control channels")
         return deployment
 
-    def _create(self, client: Any, run: RunDir, plan: Plan, n: str, netname: str, remote: bool) -> str:
+    def _create(self, client: Any, run: RunDir, plan: Plan, n: str, netname: str, remote: bool,
+                address: str) -> str:
         api = client.api
         binds: dict[str, dict[str, str]] = {}
         ports = None
@@ -269,7 +274,7 @@ class DockerProvider(Provider):
         host_config = api.create_host_config(
             binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, port_bindings=port_bindings,
         )
-        netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n])})
+        netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n], ipv4_address=address)})
         user = None if remote else f"{os.getuid()}:{os.getgid()}"
         c = api.create_container(
             self.image, command=[IN_CONFIG], name=container_name(run.run_id, n), user=user,
@@ -477,7 +482,7 @@ class DockerProvider(Provider):
                 self.collect(run, progress)
             except Exception as e:  # never block cleanup
                 progress(f"collect failed: {_err(e)}")
-        removed = remove_labeled(client, {LABEL_RUN: run.run_id})
+        removed = remove_labeled(client, {LABEL_RUN: run.run_id}, settle_s=0.2)
         progress(f"removed {len(removed)} docker resources of {run.run_id}")
 
     def _graceful(self, run: RunDir, nodes: list[str]) -> None:
@@ -517,12 +522,33 @@ class DockerProvider(Provider):
         return removed
 
 
-def remove_labeled(client: Any, labels: dict[str, str]) -> list[str]:
-    """Force-remove every container, then network, then volume carrying all ``labels``."""
+def remove_labeled(client: Any, labels: dict[str, str], *, settle_s: float = 0.5, rounds: int = 20) -> list[str]:
+    """Force-remove every container, then network, then volume carrying all ``labels``.
+
+    Repeats until a pass finds nothing and a second look ``settle_s`` later finds nothing
+    either: a controller killed mid-``up`` leaves create requests in flight at the engine,
+    which still completes them after the client is gone.
+    """
+    removed: list[str] = []
+    quiet = 0
+    for _ in range(rounds):
+        found = _remove_pass(client, labels, removed)
+        quiet = 0 if found else quiet + 1
+        if quiet >= 2:
+            return removed
+        if not found:
+            time.sleep(settle_s)
+    left = _remove_pass(client, labels, removed)
+    if left:
+        raise ProviderError(f"docker resources labeled {labels} keep appearing; is a controller still running?")
+    return removed
+
+
+def _remove_pass(client: Any, labels: dict[str, str], removed: list[str]) -> int:
+    """One removal pass; returns how many labeled resources it saw."""
     import docker.errors
 
     filt = {"label": [f"{k}={v}" for k, v in labels.items()]}
-    removed: list[str] = []
     conts = client.api.containers(all=True, filters=filt)
 
     def rm(c: dict) -> str | None:
@@ -536,14 +562,20 @@ def remove_labeled(client: Any, labels: dict[str, str]) -> list[str]:
             raise
         return "container " + (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
 
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        removed += [r for r in pool.map(rm, conts) if r]
-    for n in client.api.networks(filters=filt):
+    if conts:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            removed += [r for r in pool.map(rm, conts) if r]
+    nets = client.api.networks(filters=filt)
+    for n in nets:
         try:
             client.api.remove_network(n["Id"])
             removed.append("network " + n["Name"])
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as e:
+            if "active endpoints" not in str(e.explanation or e):
+                raise
+            # a container being created joined it after our listing: next pass
     vols = (client.api.volumes(filters=filt) or {}).get("Volumes") or []
     for v in vols:
         try:
@@ -551,7 +583,59 @@ def remove_labeled(client: Any, labels: dict[str, str]) -> list[str]:
             removed.append("volume " + v["Name"])
         except docker.errors.NotFound:
             pass
-    return removed
+        except docker.errors.APIError as e:
+            if e.status_code != 409:  # in use by a container created after our listing
+                raise
+    return len(conts) + len(nets) + len(vols)
+
+
+def create_network(client: Any, name: str, labels: dict[str, str], attempts: int = 5) -> Any:
+    """A bridge network with an explicit subnet (docker allows fixed container addresses only then).
+
+    The engine picks a free subnet from its own pools for a first network, which is removed and
+    created again with that subnet written out; a concurrent taker makes the engine refuse
+    ("overlaps"), and we try again.
+    """
+    import docker.errors
+    from docker.types import IPAMConfig, IPAMPool
+
+    last = ""
+    for _ in range(attempts):
+        probe = client.networks.create(name, driver="bridge", labels=labels, check_duplicate=True)
+        cfgs = (client.api.inspect_network(probe.id).get("IPAM") or {}).get("Config") or []
+        probe.remove()
+        cfg = next((c for c in cfgs if c.get("Subnet") and ":" not in c["Subnet"]), None)
+        if cfg is None:
+            raise ProviderError(f"network {name}: the engine assigned no IPv4 subnet")
+        ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=cfg["Subnet"], gateway=cfg.get("Gateway"))])
+        try:
+            return client.networks.create(name, driver="bridge", labels=labels, ipam=ipam,
+                                          check_duplicate=True)
+        except docker.errors.APIError as e:
+            last = str(e.explanation or e)
+            if "overlap" not in last.lower():
+                raise ProviderError(f"network {name}: {last}") from None
+    raise ProviderError(f"network {name}: no free subnet after {attempts} attempts ({last})")
+
+
+def assign_addresses(network: dict[str, Any], names: list[str]) -> dict[str, str]:
+    """One fixed IPv4 address per node from the network's subnet (skipping its gateway)."""
+    import ipaddress
+
+    cfgs = (network.get("IPAM") or {}).get("Config") or []
+    cfg = next((c for c in cfgs if c.get("Subnet") and ":" not in c["Subnet"]), None)
+    if cfg is None:
+        raise ProviderError(f"network {network.get('Name')}: no IPv4 subnet to assign addresses from")
+    subnet = ipaddress.ip_network(cfg["Subnet"])
+    gateway = cfg.get("Gateway", "").split("/")[0]
+    pool = (str(h) for h in subnet.hosts() if str(h) != gateway)
+    out = {}
+    for n in names:
+        try:
+            out[n] = next(pool)
+        except StopIteration:
+            raise ProviderError(f"network subnet {subnet} is too small for {len(names)} containers") from None
+    return out
 
 
 def engine_has_netem(client: Any, image: str) -> bool:
