@@ -25,6 +25,7 @@ from typing import Any
 
 from testbed.nodes.pubsub.filters import FilterError, parse_cached
 from testbed.nodes.pubsub.routing import Out, RoutingTable
+from testbed.nodes.pubsub import events as _events  # noqa: F401  (registers the pubsub events)
 from testbed.nodes.runtime.api import Node
 
 TABLES_INTERVAL_S = 1.0

@@ -30,6 +30,7 @@ import re
 from typing import Any, Callable
 
 from testbed.nodes.pubsub.filters import parse
+from testbed.nodes.pubsub import events as _events  # noqa: F401  (registers the pubsub events)
 from testbed.nodes.runtime.api import Node
 
 MAX_BATCH = 2000  # publications per timer callback when catching up
