@@ -36,7 +36,8 @@ Node config (one JSON file per process, rendered from the Plan by
 Wire: every frame is a msgpack map with key ``"k"`` naming the message kind.
 The runtime opens one outbound TCP connection per destination; the first
 frame on it is ``{"k": "hello", "from": name, "run": run_id}`` (consumed by
-the runtime). Frames on one link are delivered in FIFO order unless the link
+the runtime; the receiving runtime answers ``{"k": "hello_ack", "from": name}``
+and the peer counts as up only then). Frames on one link are delivered in FIFO order unless the link
 says ``reorder``.
 
 Connection semantics: messages to a destination that was never reached yet are

@@ -1,6 +1,8 @@
 """asyncio TCP transport: one data listener, one outbound connection per destination.
 
-* Outbound: the first frame on a connection is ``{"k": "hello", "from", "run"}``.
+* Outbound: the first frame on a connection is ``{"k": "hello", "from", "run"}``;
+  the receiving runtime answers ``{"k": "hello_ack", "from"}`` (the only frame
+  ever sent back on a data connection) and only then is the peer up.
   Frames for a destination never reached yet are queued (at most
   ``queue_limit``, beyond that dropped as ``queue-full``) until the first
   connection; after a connection is lost, frames are dropped (``no-connection``)
@@ -26,6 +28,7 @@ from testbed.nodes.runtime.framing import MAX_FRAME, FrameDecoder, FrameError
 
 BACKOFF_START_S = 0.05
 BACKOFF_CAP_S = 1.0
+HELLO_TIMEOUT_S = 5.0
 QUEUE_LIMIT = 100_000
 
 
@@ -49,14 +52,31 @@ def _nodelay(transport: asyncio.BaseTransport) -> None:
 
 
 class _OutProtocol(asyncio.Protocol):
+    """Outbound side: writes frames; reads only the receiver's hello_ack."""
+
     def __init__(self, peer: "Outbound") -> None:
         self.peer = peer
+        self.decoder: FrameDecoder | None = FrameDecoder(4096)
+        self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
         _nodelay(transport)
 
-    def data_received(self, data: bytes) -> None:  # the receiver never writes back
-        pass
+    def data_received(self, data: bytes) -> None:
+        if self.decoder is None:
+            return
+        try:
+            for p in self.decoder.feed(data):
+                if codec.decode(p).get("k") == "hello_ack":
+                    self.decoder = None
+                    self.peer._acked(self)
+                    return
+        except FrameError as e:
+            print(f"[{self.peer.tr.name}] connection to {self.peer.peer}: {e}; closing",
+                  file=sys.stderr, flush=True)
+            if self.transport is not None:
+                self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.peer._lost(self, exc)
@@ -76,6 +96,7 @@ class Outbound:
         self.transport: asyncio.Transport | None = None
         self.proto: _OutProtocol | None = None
         self.task: asyncio.Task | None = None
+        self.ack: asyncio.Future[bool] | None = None
 
     def start(self) -> None:
         if self.task is None and self.state != "closed":
@@ -95,19 +116,36 @@ class Outbound:
             if self.state == "closed":
                 transport.close()
                 return
-            self.transport = transport  # type: ignore[assignment]
+            # Up only once the peer's runtime answers the hello: a connection the
+            # kernel accepted for a dying process must not count as a peer_up.
+            self.ack = loop.create_future()
             self.proto = proto
             hello = codec.frame({"k": "hello", "from": self.tr.name, "run": self.tr.run_id})
             transport.write(hello)  # type: ignore[attr-defined]
             self.tr.counters.bytes_out += len(hello)
-            self.state = "up"
-            self.task = None
-            if self.pending:
-                self.buf.extend(self.pending)
-                self.pending = []
-                self._flush()
-            self.tr.on_peer_up(self.peer)
-            return
+            try:
+                await asyncio.wait_for(asyncio.shield(self.ack), HELLO_TIMEOUT_S)
+                ok = self.ack.result()
+            except asyncio.TimeoutError:
+                ok = False
+            if ok and self.state != "closed":
+                self.transport = transport  # type: ignore[assignment]
+                self.state = "up"
+                self.task = None
+                if self.pending:
+                    self.buf.extend(self.pending)
+                    self.pending = []
+                    self._flush()
+                self.tr.on_peer_up(self.peer)
+                return
+            self.proto = None
+            transport.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_CAP_S)
+
+    def _acked(self, proto: _OutProtocol) -> None:
+        if proto is self.proto and self.ack is not None and not self.ack.done():
+            self.ack.set_result(True)
 
     def send(self, frames: list[bytes]) -> None:
         state = self.state
@@ -143,6 +181,10 @@ class Outbound:
     def _lost(self, proto: _OutProtocol, exc: Exception | None) -> None:
         if proto is not self.proto:
             return
+        if self.state != "up":  # lost before the hello_ack: the connect loop retries
+            if self.ack is not None and not self.ack.done():
+                self.ack.set_result(False)
+            return
         self.transport = None
         self.proto = None
         if self.buf:
@@ -163,6 +205,8 @@ class Outbound:
             self.task = None
         if self.transport is not None:
             self.transport.close()
+        elif self.proto is not None and self.proto.transport is not None:
+            self.proto.transport.close()  # still waiting for the hello_ack
 
 
 class _InProtocol(asyncio.Protocol):
@@ -195,6 +239,8 @@ class _InProtocol(asyncio.Protocol):
                                      f"this node is in run {tr.run_id!r}")
                 self.src = hello["from"]
                 payloads = payloads[1:]
+                if self.transport is not None:
+                    self.transport.write(codec.frame({"k": "hello_ack", "from": tr.name}))
             src = self.src
             on_message = tr.on_message
             for p in payloads:
