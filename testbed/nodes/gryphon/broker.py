@@ -323,8 +323,10 @@ class GryphonBroker(Node):
         t = pb.assign(self.now_ms(), m)
         if pb.last_d < 0 and pb.k.acked == 0:
             pb.first_publication_prefix(t)
-        if not self.gd:  # best effort: no logging, straight down
+        if not self.gd:  # best effort: no logging, straight down (g_logged = "tick assigned")
             pb.pending.clear()
+            self.rt.log("g_logged", pubend=pe, ticks=[t], seqs=[int(m["seq"])], keys=[_key(m)],
+                        recovered=False)
             self._forward_be(pe, [(t, m)])
             return
         if self.log is None:
