@@ -205,7 +205,7 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
         elif f.restart is not None and f.restart in open_crash:
             crash_end[open_crash.pop(f.restart)] = f.at
     actions: list[Action] = []
-    for i in order:
+    for i in order:  # set_links accumulate in time order
         f: Fault = topo.faults[i]
         src = _source(raw_faults[i]) if i < len(raw_faults) else ""
         at = f.at
@@ -243,8 +243,13 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
                 current[k] = current[k].merged(**over)
                 changed[k] = current[k]
             act(at, "set_link", (at, at), links=changed)
-    actions.sort(key=lambda a: a.at_s)  # stable: equal times keep fault order
+    # At equal times: the ends of windows first (unstall, resume, heal, heal_partition),
+    # then everything else in file order of the faults.
+    actions.sort(key=lambda a: (a.at_s, 0 if a.op in UNDO_OPS else 1, a.fault))
     return actions
+
+
+UNDO_OPS = ("unstall", "resume", "heal", "heal_partition")
 
 
 def crash_windows(plan: Plan) -> dict[str, list[tuple[float, float]]]:

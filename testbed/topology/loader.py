@@ -81,8 +81,7 @@ def render_text(path: str | Path, set_vars: dict[str, Any] | None = None,
     variables.update(set_vars or {})
     env = _environment(path, _LenientUndefined if lenient else jinja2.StrictUndefined)
     try:
-        template = env.from_string(text)
-        template.filename = str(path)
+        template = env.from_string(text)  # frames of this text are named "<template>"
         return template.render(**variables)
     except jinja2.TemplateSyntaxError as e:
         where = display if not e.filename or e.filename == "<template>" or Path(e.filename) == path else e.filename
