@@ -277,15 +277,21 @@ class TMHost:
             self.c["update_subs"] += 1
             self.tm(msg["to"]).update_sub(msg["cid"], msg["sub"])
             return out
+        c = self.c
         while True:  # follow the chain while it stays on this server
             dst, nxt = self._step(msg)
-            if dst == self.name and nxt["k"] in (FILL_IN_PUB_TS, FILL_IN_SUB_TS):
-                self.c["local_hops"] += 1
+            nk = nxt["k"]
+            if nk == FILL_IN_PUB_TS or nk == EVENT_TS:  # a publication timestamp handled here
+                b = ts_bytes(nxt["ts"])
+                c["ts_bytes_handled"] += b
+                if nk == FILL_IN_PUB_TS and dst != self.name:
+                    c["ts_bytes_remote"] += b
+            if dst == self.name and (nk == FILL_IN_PUB_TS or nk == FILL_IN_SUB_TS):
+                c["local_hops"] += 1
                 msg = nxt
                 continue
-            if nxt["k"] in (FILL_IN_PUB_TS, FILL_IN_SUB_TS):
-                self.c["msgs_remote"] += 1
-                self.c["ts_bytes_remote"] += ts_bytes(nxt["ts"])
+            if nk == FILL_IN_PUB_TS or nk == FILL_IN_SUB_TS:
+                c["msgs_remote"] += 1
             out.append((dst, nxt))
             return out
 
@@ -304,7 +310,6 @@ class TMHost:
         elif k == FILL_IN_PUB_TS:
             tm = self.tm(msg["to"])
             ts = ts_from_wire(msg["ts"])
-            self.c["ts_bytes_handled"] += ts_bytes(msg["ts"])
             nt = tm.fill_in_pub_ts(ts)
             self.c["filled"] += 1
             res = self._route_pub(msg, ts, nt, hops=msg["hops"] + 1)

@@ -1,0 +1,228 @@
+"""A client process hosting ``count`` logical clients, each with its own ordering module.
+
+Roles: ``client`` (subscribes and publishes), ``publisher``, ``subscriber``.
+Group params (``clients.<g>.params``, in ``config["clients"]["extra"]``):
+``topics_per_client`` (k, subscribers), ``shape`` (0.901 | 0.349, the popularity law
+of ``workload.py``). Protocol params (``params``): ``ens`` (reliable | unreliable),
+``buffer``, ``ttl``, ``retry``, ``order`` (total | causal), ``ens_settle``,
+``diffuse`` (publish events on the ENS at all), ``log_notify``, ``warmup``.
+
+The ENS is the pub/sub core's broker in topic mode: a client subscribes
+``[topic,eq,T]`` at the broker it is attached to; each client process advertises
+``[topic,>=,0]`` once per broker. The PADRES broker acknowledges nothing, so
+ENSsubscribe "returns" ``ens_settle`` seconds after the subscription was sent
+(longer than the subscription's propagation through the overlay; see docs).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
+from testbed.nodes.ordering.placement import make_placement, topics_of
+from testbed.nodes.ordering.workload import Popularity
+from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
+from testbed.nodes.runtime.api import Node
+
+STATS_INTERVAL_S = 1.0
+TICK_S = 0.01
+
+
+class _Env:
+    """The world as one logical client's ordering module sees it."""
+
+    __slots__ = ("h", "cid", "broker", "n", "seq", "ens_topics", "mod")
+
+    def __init__(self, host: "OrderingClientHost", cid: str, broker: str) -> None:
+        self.h, self.cid, self.broker = host, cid, broker
+        self.n = 0
+        self.seq = 0
+        self.ens_topics: set[int] = set()  # topics this client holds at the ENS
+        self.mod: OrderingModule | None = None
+
+    def send_tm(self, topic: int, msg: dict[str, Any]) -> None:
+        self.h.rt.send(self.h.where(topic), msg)
+
+    def ens_publish(self, topic: int, msg: dict[str, Any]) -> None:
+        h = self.h
+        if not h.diffuse and not msg.get("dummy"):
+            return
+        self.seq += 1
+        h.rt.send(self.broker, {"k": "pub", "id": f"{self.cid}:{self.seq}", "c": self.cid,
+                                "s": self.seq, "a": {"topic": topic}, "p": h.payload,
+                                "t": h.rt.wall_ns(), "o": msg})
+        if topic in self.ens_topics and self.mod is not None:
+            # A PADRES broker never sends a publication back to the client it came from;
+            # an ENS notifies every subscriber, the publisher included: deliver it here.
+            h.rt.call_later(0, self.mod.on_ens_notify, msg)
+
+    def ens_subscribe(self, topic: int, done: Callable[[], None]) -> None:
+        h = self.h
+        h.rt.send(self.broker, {"k": "sub", "id": f"{self.cid}:t{topic}",
+                                "f": f"[topic,eq,{topic}]", "c": self.cid})
+        self.ens_topics.add(topic)
+        h.rt.call_later(h.settle, done)
+
+    def ens_unsubscribe(self, topic: int) -> None:
+        self.ens_topics.discard(topic)
+        self.h.rt.send(self.broker, {"k": "unsub", "id": f"{self.cid}:t{topic}", "c": self.cid})
+
+    def now(self) -> float:
+        return self.h.rt.mono_ns() / 1e9
+
+    def call_later(self, delay_s: float, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.h.rt.call_later(delay_s, fn, *args)
+
+    def notify(self, cid: str, ev: dict[str, Any], out_of_order: bool, buffered_s: float) -> None:
+        h = self.h
+        h.notified += 1
+        self.n += 1
+        if h.log_notify:
+            h.rt.log("o_notify", client=cid, eid=ev["eid"], topic=ev["T"], ts=list(ev["ts"]),
+                     ooo=out_of_order, n=self.n, wait_ms=buffered_s * 1e3)
+
+    def timestamp_done(self, cid: str, eid: str, topic: int, ts: dict[int, int], latency_s: float,
+                       hops: int, servers: list[str], tries: int) -> None:
+        h = self.h
+        h.rt.log("o_timestamp", client=cid, eid=eid, topic=topic, size=len(ts),
+                 latency_ms=latency_s * 1e3, hops=hops, servers=list(servers), tries=tries,
+                 t0=h.rt.wall_ns() - int(latency_s * 1e9))
+
+    def subscribed(self, cid: str, topic: int, ts: dict[int, int], latency_s: float) -> None:
+        self.h.subscribed += 1
+        self.h.rt.log("o_subscribed", client=cid, topic=topic, latency_ms=latency_s * 1e3,
+                      size=len(ts))
+
+
+class OrderingClientHost(Node):
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        g = self.config.get("clients") or {}
+        params = self.config.get("params") or {}
+        extra = g.get("extra") or {}
+        self.group: str = g.get("name") or self.name
+        self.role: str = g.get("role", "client")
+        if self.role not in ("client", "publisher", "subscriber"):
+            raise ValueError(f"clients {self.group}: role must be client, publisher or subscriber")
+        count = int(g.get("count") or 0)
+        attach = list(g.get("attach") or [])
+        if count and not attach:
+            raise ValueError(f"clients {self.group}: attach names no broker")
+        tm = (self.config.get("placement") or {}).get("topic_managers")
+        if not tm:
+            raise ValueError("ordering: placement.topic_managers is required")
+        self.where = make_placement(tm)
+        self.n_topics = int(tm["topics"])
+        site = self.config.get("site")
+        directory = self.config.get("directory") or {}
+        own = [t for s in tm["servers"] if (directory.get(s) or {}).get("site") == site
+               for t in topics_of(tm, s)]
+        self.k = int(extra.get("topics_per_client", 10))
+        self.pop = Popularity(self.n_topics, float(extra.get("shape", 0.901)), own or None)
+        self.rate = float(g.get("rate_per_s") or 0.0) * count  # the group's total
+        self.payload = b"\x00" * int(g.get("size_bytes") or 0)
+        self.settle = float(params.get("ens_settle", 0.3))
+        self.diffuse = bool(params.get("diffuse", True))
+        self.log_notify = bool(params.get("log_notify", True))
+        self.warmup = float(params.get("warmup", 0.0))
+        opts = dict(reliable=params.get("ens", "reliable") == "reliable",
+                    buffer_size=int(params.get("buffer", 64)), ttl_s=float(params.get("ttl", 1.0)),
+                    retry_s=float(params.get("retry", 0.0)))
+        self.clients = [f"{self.group}-{i}" for i in range(count)]
+        self.brokers = sorted(set(attach))
+        self.mods: dict[str, OrderingModule] = {}
+        for i, c in enumerate(self.clients):
+            env = _Env(self, c, attach[i % len(attach)])
+            self.mods[c] = env.mod = OrderingModule(c, self.name, env, **opts)
+        self.rng: random.Random = self.rt.rng
+        self.notified = 0
+        self.subscribed = 0
+        self._running = False
+        self._due = 0.0
+        self._last = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        for b in self.brokers:
+            self.rt.send(b, {"k": "adv", "id": f"{self.name}:adv", "f": "[topic,>=,0]",
+                             "c": f"{self.name}.adv"})
+        if self.role in ("client", "subscriber"):
+            for c, m in self.mods.items():
+                for t in self.pop.subscription(self.rng, self.k):
+                    m.subscribe(t)
+        self.rt.call_later(STATS_INTERVAL_S, self._stats_tick)
+
+    async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
+        if self.role == "subscriber" or self.rate <= 0 or not self.clients:
+            return
+        self._running = True
+        self._end = self.rt.mono_ns() / 1e9 + self.warmup + duration_s
+        self.rt.call_later(self.warmup, self._begin)
+
+    def _begin(self) -> None:
+        self._last = self.rt.mono_ns() / 1e9
+        self._tick()
+
+    async def stop_workload(self) -> None:
+        self._running = False
+
+    def _tick(self) -> None:
+        if not self._running:
+            return
+        now = self.rt.mono_ns() / 1e9
+        if now >= self._end:
+            self._running = False
+            return
+        self._due += (now - self._last) * self.rate
+        self._last = now
+        n = int(self._due)
+        self._due -= n
+        clients, rng, pick = self.clients, self.rng, self.pop.pick
+        for _ in range(min(n, 5000)):
+            c = clients[rng.randrange(len(clients))]
+            self.mods[c].publish({}, pick(rng))
+        self.rt.call_later(TICK_S, self._tick)
+
+    def _stats_tick(self) -> None:
+        self._log_stats()
+        self.rt.call_later(STATS_INTERVAL_S, self._stats_tick)
+
+    def _log_stats(self) -> None:
+        ms = self.mods.values()
+        self.rt.log("o_client_stats", published=sum(m.stats["published"] for m in ms),
+                    notified=self.notified, ooo=sum(m.stats["ooo"] for m in ms),
+                    buffered=sum(len(m.to_deliver) for m in ms),
+                    retries=sum(m.stats["retries"] for m in ms),
+                    forced=sum(m.stats["forced"] for m in ms),
+                    pending_ts=sum(len(m.outgoing) for m in ms), subscribed=self.subscribed)
+
+    async def stop(self) -> None:
+        self._running = False
+        self._log_stats()
+
+    def status(self) -> dict[str, Any]:
+        return {"clients": len(self.clients), "notified": self.notified, "subscribed": self.subscribed}
+
+    # -- messages ---------------------------------------------------------------------------
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        k = msg.get("k")
+        if k == "pub":
+            ev = msg.get("o")
+            if ev is None:
+                return
+            for c in msg.get("to") or ():
+                m = self.mods.get(c)
+                if m is not None:
+                    m.on_ens_notify(ev)
+        elif k == EVENT_TS:
+            m = self.mods.get(msg["cid"])
+            if m is not None:
+                m.on_event_ts(msg)
+        elif k == COMPLETED_SUB_VC:
+            m = self.mods.get(msg["cid"])
+            if m is not None:
+                m.on_completed_sub_vc(msg)
+
+
+__all__ = ["OrderingClientHost", "ts_to_wire"]

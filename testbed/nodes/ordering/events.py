@@ -1,0 +1,33 @@
+"""Events of the ordering protocol (Baldoni et al.).
+
+Client-side (``client`` = logical client ``<group>-<i>``):
+``o_subscribed`` / ``o_unsubscribe`` bracket the time a client holds a topic;
+``o_timestamp`` is one completed timestamp (and the ENS publication that follows
+it at once); ``o_notify`` one notification, in the client's notification order
+``n``. TM-server side: cumulative counters in ``o_tm_stats``.
+"""
+
+from testbed.nodes.runtime.events import declare
+
+P = "ordering"
+declare("o_subscribed", P, "subscribe(T) returned (COMPLETED_SUB_VC received); latency from the call.",
+        client="str", topic="int", latency_ms="float", size="int")
+declare("o_unsubscribe", P, "unsubscribe(T) was called (Fig 5a).", client="str", topic="int")
+declare("o_timestamp", P,
+        "A timestamp came back (EVENT_TS) and the event went to the ENS (t). t0 = wall ns of the "
+        "publish() call; latency_ms = EVENT_TS arrival - publish() call (monotonic).",
+        client="str", eid="str", topic="int", size="int", latency_ms="float", hops="int",
+        servers="list[str]", tries="int", t0="int")
+declare("o_notify", P,
+        "The ordering module notified an event to the application; n = position in this client's "
+        "notification order; ooo = tagged out-of-order (Sec 4, unreliable mode).",
+        client="str", eid="str", topic="int", ts="list[int]", ooo="bool", n="int", wait_ms="float")
+declare("o_client_stats", P, "Periodic per-process counters of the ordering modules.",
+        published="int", notified="int", ooo="int", buffered="int", retries="int", forced="int",
+        pending_ts="int", subscribed="int")
+declare("o_tm_stats", P,
+        "Cumulative TM-server counters. ts_bytes_handled: bytes of every publication timestamp a TM "
+        "step here produced; ts_bytes_remote: those forwarded to a TM on another server.",
+        created="int", filled="int", completed="int", sub_steps="int", update_subs="int",
+        ts_bytes_handled="int", ts_bytes_remote="int", msgs_remote="int", local_hops="int",
+        retries_answered="int", tms="int")
