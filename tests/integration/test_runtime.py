@@ -95,6 +95,7 @@ def test_cut_drops_heal_restores_and_reasons_compose(tmp_path):
         assert received(b) == 17
         st = a.call("status")
         assert st["drops"] == {"link-down": 30}
+        assert st["counters"]["dropped"] == 30
         assert a.stop() == 0
         drops = evs(a, "drop")
         assert sum(d["count"] for d in drops if d["reason"] == "link-down" and d["peer"] == "b") == 30

@@ -40,6 +40,7 @@ def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", pro
                  neighbors: dict[str, list[str]] | None = None,
                  emulation: str = "userspace", host: str = "127.0.0.1") -> dict[str, dict[str, Any]]:
     """One config per name (written to ``workdir/<name>.json``); every node knows every other."""
+    os.makedirs(workdir, exist_ok=True)
     ports = free_ports(2 * len(names), host)
     data = {n: [host, ports[2 * i]] for i, n in enumerate(names)}
     ctl = {n: [host, ports[2 * i + 1]] for i, n in enumerate(names)}

@@ -215,6 +215,7 @@ class NodeRuntime(api.Runtime):
         self.transport.send(peer, frames)
 
     def _on_drop(self, peer: str, reason: str, count: int) -> None:
+        self.transport.counters.dropped += count
         key = (peer, reason)
         self._drops[key] = self._drops.get(key, 0) + count
         self.drop_totals[reason] = self.drop_totals.get(reason, 0) + count

@@ -291,8 +291,7 @@ class Transport:
                                                     reuse_address=True, backlog=1024)
 
     def drop(self, peer: str, reason: str, count: int) -> None:
-        self.counters.dropped += count
-        self._on_drop(peer, reason, count)
+        self._on_drop(peer, reason, count)  # the runtime counts every drop (egress and transport)
 
     def outbound(self, peer: str) -> Outbound | None:
         ob = self.out.get(peer)

@@ -1,0 +1,186 @@
+"""Benchmark the node runtime with real node processes on loopback (echo protocol).
+
+    .venv/bin/python benchmarks/bench_link.py [--duration 5] [--rate 5000] [--quick]
+
+Sections (results printed and written to benchmarks/results/link.json):
+
+* link: a -> b over a userspace link of 10 ms +- 2 ms (normal, reorder: true so
+  every frame draws its own delay) at ``--rate`` msgs/s for ``--duration`` s.
+  One-way delay = receiver's ``echo_recv.t`` - sender's send wall time (same
+  machine clock), mean / std / p50 / p99; the egress scheduling error (release -
+  due) p50 / p99 / max from the sender's histogram (``status`` op); achieved rate.
+  Goal: mean and std within 0.5 ms of 10 and 2, p99 scheduling error <= 0.5 ms.
+* link_epoll: the same on an epoll loop (millisecond timer rounding), for comparison.
+* link_fifo: the same link without reorder (FIFO): delays are the running max
+  of the draws, so the mean rises; reported, not a goal.
+* throughput: one hop, no emulation, the sender as fast as it can, no per-message
+  logging: messages/s received.
+* import_s: wall time of ``python -c "import testbed.nodes.runtime.node_main"``
+  minus ``python -c pass`` (median of 7).
+* startup: N node processes (each knowing the other N-1 as peers) started at
+  once until every one answers ping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from testbed.nodes.runtime.harness import NodeProc, make_configs, read_log, wait_for  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "link.json")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(p / 100 * len(xs))) - 1))]
+
+
+def run_pair(workdir: str, *, link: dict, params_a: dict, duration: float, env: dict | None = None) -> dict:
+    cfgs = make_configs(workdir, ["a", "b"], links={"a": {"b": link}}, params={"a": params_a})
+    ps = {n: NodeProc(c, env=env) for n, c in cfgs.items()}
+    try:
+        for p in ps.values():
+            p.start()
+        for p in ps.values():
+            p.wait_ready()
+        a, b = ps["a"], ps["b"]
+        a.call("send", dst="b", n=1)  # connect first
+        wait_for(lambda: b.call("received")["recv"].get("a/ping", 0) >= 1)
+        t0 = time.time_ns() + 300_000_000
+        a.call("start", t0_wall_ns=t0, duration_s=duration)
+        wait_for(lambda: a.call("status")["workload"] == "done", timeout=duration + 30)
+        time.sleep(0.5)
+        st_a = a.call("status")
+        rec_b = b.call("received")
+        a.stop()
+        b.stop()
+        return {"status_a": st_a, "received_b": rec_b, "log_a": cfgs["a"]["log_path"],
+                "log_b": cfgs["b"]["log_path"], "t0": t0}
+    finally:
+        for p in ps.values():
+            p.kill()
+
+
+def bench_link(workdir: str, duration: float, rate: float, *, reorder: bool = True,
+               env: dict | None = None) -> dict:
+    link = {"delay_ms": 10.0, "jitter_ms": 2.0, "distribution": "normal", "reorder": reorder}
+    r = run_pair(workdir, link=link, params_a={"targets": ["b"], "rate_per_s": rate}, duration=duration, env=env)
+    t0 = r["t0"]
+    sends = [e for e in read_log(r["log_a"]) if e["ev"] == "echo_send" and e["seq"] > 1]
+    recvs = [e for e in read_log(r["log_b"]) if e["ev"] == "echo_recv" and e["seq"] > 1]
+    delays = [(e["t"] - e["sent_t"]) / 1e6 for e in recvs]
+    span = (max(e["t"] for e in sends) - min(e["t"] for e in sends)) / 1e9
+    sched = r["status_a"]["sched"]["all"]
+    cpu = [e for e in read_log(r["log_a"]) if e["ev"] == "cpu"]
+    return {
+        "link": link, "target_rate_per_s": rate, "duration_s": duration,
+        "sent": len(sends), "received": len(recvs),
+        "achieved_rate_per_s": round(len(sends) / span, 1) if span > 0 else None,
+        "first_send_after_t0_ms": round((min(e["t"] for e in sends) - t0) / 1e6, 3),
+        "delay_ms": {"mean": round(statistics.fmean(delays), 3), "std": round(statistics.pstdev(delays), 3),
+                     "p50": round(pct(delays, 50), 3), "p99": round(pct(delays, 99), 3),
+                     "min": round(min(delays), 3), "max": round(max(delays), 3)},
+        "sched_error_us": sched,
+        "sender_cpu_s": round(cpu[-1]["user_s"] + cpu[-1]["sys_s"], 2) if cpu else None,
+        "fifo_violations": r["received_b"]["fifo_violations"],
+    }
+
+
+def bench_throughput(workdir: str, duration: float) -> dict:
+    r = run_pair(workdir, link={}, params_a={"targets": ["b"], "rate_per_s": 0, "log_each": False, "size": 64},
+                 duration=duration)
+    rb = r["received_b"]
+    n = rb["recv"].get("a/ping", 0) - 1
+    span = (rb["last_recv_ns"] - rb["first_recv_ns"]) / 1e9
+    st = r["status_a"]
+    return {"payload_pad_bytes": 64, "received": n, "recv_span_s": round(span, 3),
+            "msgs_per_s": round(n / span) if span > 0 else None,
+            "sender_counters": st["counters"], "sender_drops": st["drops"]}
+
+
+def bench_import(reps: int = 7) -> dict:
+    def wall(args: list[str]) -> float:
+        t = time.perf_counter()
+        subprocess.run(args, check=True)
+        return time.perf_counter() - t
+    py = sys.executable
+    base = statistics.median(wall([py, "-c", "pass"]) for _ in range(reps))
+    full = statistics.median(wall([py, "-c", "import testbed.nodes.runtime.node_main, testbed.nodes.echo.node"])
+                             for _ in range(reps))
+    return {"python_startup_s": round(base, 4), "with_runtime_import_s": round(full, 4),
+            "runtime_import_s": round(full - base, 4)}
+
+
+def bench_startup(workdir: str, n: int) -> dict:
+    names = [f"n{i:03d}" for i in range(n)]
+    cfgs = make_configs(workdir, names)
+    ps = [NodeProc(c) for c in cfgs.values()]
+    t = time.perf_counter()
+    try:
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.wait_ready(timeout=120)
+        ready = time.perf_counter() - t
+        for p in ps:
+            p.call("shutdown")
+        codes = [p.wait(60) for p in ps]
+        return {"nodes": n, "all_ready_s": round(ready, 2), "all_stopped_s": round(time.perf_counter() - t, 2),
+                "exit_codes_ok": all(c == 0 for c in codes)}
+    finally:
+        for p in ps:
+            p.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=5000.0)
+    ap.add_argument("--nodes", type=int, default=100, help="node processes for the startup section")
+    ap.add_argument("--quick", action="store_true", help="link section only, 2 s")
+    args = ap.parse_args()
+    out: dict = {"machine": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}}
+    with tempfile.TemporaryDirectory(prefix="bench_link_") as d:
+        dur = 2.0 if args.quick else args.duration
+        out["link"] = bench_link(os.path.join(d, "link"), dur, args.rate)
+        print("link (select loop):", json.dumps(out["link"], indent=1), flush=True)
+        if not args.quick:
+            out["link_epoll"] = bench_link(os.path.join(d, "epoll"), dur, args.rate,
+                                           env={"TESTBED_NODE_SELECTOR": "epoll"})
+            print("link (epoll loop):", json.dumps({k: out["link_epoll"][k] for k in ("delay_ms", "sched_error_us")}),
+                  flush=True)
+            out["link_fifo"] = bench_link(os.path.join(d, "fifo"), dur, args.rate, reorder=False)
+            print("link FIFO:", json.dumps({k: out["link_fifo"][k] for k in ("delay_ms", "sched_error_us",
+                                                                               "fifo_violations")}), flush=True)
+            out["throughput"] = bench_throughput(os.path.join(d, "tput"), 3.0)
+            print("throughput:", json.dumps(out["throughput"]), flush=True)
+            out["import"] = bench_import()
+            print("import:", json.dumps(out["import"]), flush=True)
+            out["startup"] = bench_startup(os.path.join(d, "startup"), args.nodes)
+            print("startup:", json.dumps(out["startup"]), flush=True)
+    out["machine"]["loadavg_at_end"] = os.getloadavg()
+    lk = out["link"]
+    out["goals"] = {
+        "delay_mean_within_0.5ms_of_10": abs(lk["delay_ms"]["mean"] - 10) <= 0.5,
+        "delay_std_within_0.5ms_of_2": abs(lk["delay_ms"]["std"] - 2) <= 0.5,
+        "sched_p99_le_500us": (lk["sched_error_us"].get("p99_us") or 1e9) <= 500,
+    }
+    print("goals:", out["goals"])
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1)
+    print("wrote", RESULTS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
