@@ -37,7 +37,10 @@ Key = str | int
 class _LenientUndefined(jinja2.ChainableUndefined):
     """Renders as an empty string and survives arithmetic and iteration (first pass only)."""
 
-    def __int__(self) -> int:  # range(n), n|int
+    def __int__(self) -> int:  # n|int
+        return 0
+
+    def __index__(self) -> int:  # range(n)
         return 0
 
     def __float__(self) -> float:
