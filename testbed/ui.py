@@ -90,12 +90,17 @@ def status_table(st: dict[str, Any]) -> None:
     out.print(f"[bold]{st['run_id']}[/bold]  status {st['status']}  provider {st['provider']}  "
               f"emulation {st.get('emulation')}  {when}")
     t = Table(show_edge=False)
-    for c in ("node", "role", "site", "host", "state", "detail", "counters"):
-        t.add_column(c)
+    for c in ("node", "role", "site", "host", "state", "detail", "msgs"):
+        t.add_column(c, no_wrap=True)
     colours = {"running": "green", "paused": "yellow", "stopped": "red", "crashed": "red"}
     for n in st["nodes"]:
         info = n.get("info") or {}
-        counters = " ".join(f"{k}={v}" for k, v in (info.get("counters") or {}).items())
+        cnt = info.get("counters") or {}
+        counters = f"out {cnt.get('sent', 0)} in {cnt.get('received', 0)}" if cnt else ""
+        if info.get("stalled"):
+            counters += " STALLED"
+        if info.get("down"):
+            counters += f" down:{','.join(sorted(info['down']))}"
         c = colours.get(n["state"], "white")
         t.add_row(n["node"], n["role"], n["site"], n["host"], f"[{c}]{n['state']}[/{c}]", n["detail"], counters)
     out.print(t)
