@@ -22,6 +22,7 @@ import math
 import os
 from typing import Any
 
+from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
 from testbed.nodes.gryphon.cells import CellMap, bundle_pick, phb_of, pubend_id
 from testbed.nodes.gryphon.filters import Summary, SubscriberIndex, Spec
 from testbed.nodes.gryphon.pubend import Pubend, PubendLog
@@ -41,7 +42,7 @@ DEFAULTS = {
     "link_timeout": 1.0,
     "log_sync": 0.005,  # group-commit interval of the pubend log
     "silence": 0.5,
-    "nack_chunk_ms": 500,
+    "nack_chunk": 0.5,  # seconds of ticks per nack message
 }
 
 
@@ -88,6 +89,7 @@ class GryphonBroker(Node):
         self.ack_sent: dict[str, int] = {}
         self.heard: dict[str, float] = {}
         self.alive: set[str] = set()
+        self.disconnected: set[str] = set()
         self.reach: dict[str, set[str]] = {}
         self.filt: dict[str, Summary] = {}
         self.routes: dict[tuple[str, str], str] = {}
@@ -174,14 +176,24 @@ class GryphonBroker(Node):
 
     # ------------------------------------------------------------------ link status, routing
     def on_peer_down(self, peer: str) -> None:
+        """The connection to ``peer`` was lost (a crash is detected at once): until it is back,
+        the runtime would drop what we send, so the peer is not a usable link."""
+        if peer not in self.heard:
+            return
+        self.disconnected.add(peer)
         if peer in self.alive:
             self.alive.discard(peer)
             self.routes = {k: v for k, v in self.routes.items() if v != peer}
             self.rt.log("g_peer", peer=peer, up=False, reason="connection")
 
     def on_peer_up(self, peer: str) -> None:
-        if peer in self.client_proc.values():
+        if peer not in self.heard or peer not in self.disconnected:
             return
+        self.disconnected.discard(peer)
+        if self.now() - self.heard[peer] <= self.p["link_timeout"] and peer not in self.alive:
+            self.alive.add(peer)
+            self.routes.clear()
+            self.rt.log("g_peer", peer=peer, up=True, reason="connection")
 
     def _link_status(self) -> None:
         now = self.now()
@@ -235,7 +247,7 @@ class GryphonBroker(Node):
     def _heard(self, src: str) -> None:
         if src in self.heard:
             self.heard[src] = self.now()
-            if src not in self.alive:
+            if src not in self.alive and src not in self.disconnected:
                 self.alive.add(src)
                 self.routes.clear()
                 self.rt.log("g_peer", peer=src, up=True, reason="heard")
@@ -416,7 +428,7 @@ class GryphonBroker(Node):
             if sub is None:
                 sub = self.sub[pe] = SubendStream(gct=self.p["gct"], nrt_min=self.p["nrt"],
                                                   nrt_max=self.p["nrt_max"], dct=self.p["dct"],
-                                                  chunk=int(self.p["nack_chunk_ms"]))
+                                                  chunk=int(self.p["nack_chunk"] * 1000))
             self._deliver(pe, sub.accumulate(f, d))
 
     def _deliver(self, pe: str, items) -> None:
@@ -537,7 +549,7 @@ class GryphonBroker(Node):
         if sub is None and len(self.subs):
             sub = self.sub[pe] = SubendStream(gct=self.p["gct"], nrt_min=self.p["nrt"],
                                               nrt_max=self.p["nrt_max"], dct=self.p["dct"],
-                                              chunk=int(self.p["nack_chunk_ms"]))
+                                              chunk=int(self.p["nack_chunk"] * 1000))
         if sub is not None:
             self._send_nacks(pe, sub.expect(t, self.now(), "aet"))
 

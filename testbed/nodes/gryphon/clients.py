@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
 from testbed.nodes.gryphon.cells import pubend_id
 from testbed.nodes.gryphon.filters import parse
 from testbed.nodes.runtime.api import Node
