@@ -216,9 +216,11 @@ def test_up_faults_down(client, image, tmp_path):
         with pytest.raises(ProviderError):
             p.process_action(run, act("pause", "b3"))
 
-        # restart: the same container starts again and answers
+        # restart: the same container starts again, at the same address, and answers
+        before = dep.endpoints["b3"]
         p.process_action(run, act("restart", "b3"))
         dep = run.deployment()
+        assert (dep.endpoints["b3"].data, dep.endpoints["b3"].control) == (before.data, before.control)
         assert wait_ping(tuple(dep.endpoints["b3"].control))["node"] == "b3"
         assert states(p, run)["b3"] == "running"
         with pytest.raises(ProviderError, match="still running"):
@@ -332,3 +334,31 @@ def test_down_with_incomplete_state_removes_everything(client, image, tmp_path):
     run.save_state(st)
     p.down(run, lambda m: None)
     assert labeled(client, f"testbed.run={run.run_id}") == {"containers": [], "networks": [], "volumes": []}
+
+
+def test_kernel_emulation_applies_tc_inside_containers(client, image, tmp_path):
+    """Forced kernel mode: the tc commands run in each container with docker exec. Without
+    sch_netem (this build machine) that must fail loudly at the netem qdisc, never silently."""
+    from testbed.links.detect import kernel_has_netem
+    from testbed.providers.docker.provider import DockerProvider
+
+    plan = echo_plan(2)
+    run = new_run(tmp_path, plan, f"dk-kernel-{os.getpid()}")
+    p = DockerProvider(image, emulation="kernel")
+    try:
+        if kernel_has_netem():
+            dep = p.up(plan, run, lambda m: None)
+            assert dep.emulation == "kernel"
+            cid = run.state["containers"]["b1"]["id"]
+            out = client.containers.get(cid).exec_run(["tc", "qdisc", "show", "dev", "eth0"], user="0").output
+            assert b"netem" in out and b"delay 2ms" in out
+        else:
+            with pytest.raises(ProviderError, match="netem"):
+                p.up(plan, run, lambda m: None)
+            # the commands before netem (root htb, class) ran inside the container
+            cid = run.state["containers"]["b1"]["id"]
+            out = client.containers.get(cid).exec_run(["tc", "class", "show", "dev", "eth0"], user="0").output
+            assert b"htb 1:1" in out
+    finally:
+        p.down(run, lambda m: None)
+    assert labeled(client, f"testbed.run={run.run_id}")["containers"] == []
