@@ -93,7 +93,7 @@ class EchoNode(Node):
                     for dst in self.targets:
                         self.ping(dst)
                     sent += 1
-                await asyncio.sleep(min(0.001, 1.0 / self.rate))
+                await asyncio.sleep(0.001)
             else:
                 for _ in range(BATCH):
                     for dst in self.targets:

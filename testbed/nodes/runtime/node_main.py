@@ -374,4 +374,14 @@ def main(argv: list[str] | None = None) -> int:
             rt.evlog.close()
             return 2
     finally:
+        _cancel_all(loop)
         loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what protocol code left running (workload tasks ...) so the exit is quiet."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
