@@ -147,7 +147,13 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=5000.0)
     ap.add_argument("--nodes", type=int, default=100, help="node processes for the startup section")
     ap.add_argument("--quick", action="store_true", help="link section only, 2 s")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="first wait up to S seconds for the 1-min load average to fall below 0.75 per core "
+                         "(timing needs an idle machine; the load is recorded either way)")
     args = ap.parse_args()
+    end = time.monotonic() + args.wait_quiet
+    while time.monotonic() < end and os.getloadavg()[0] > 0.75 * (os.cpu_count() or 1):
+        time.sleep(5)
     out: dict = {"machine": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}}
     with tempfile.TemporaryDirectory(prefix="bench_link_") as d:
         dur = 2.0 if args.quick else args.duration

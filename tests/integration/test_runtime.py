@@ -316,3 +316,26 @@ def test_control_client_errors():
         for c, _ in conns:
             c.close()
         srv.close()
+
+
+def test_three_nodes_forwarding_and_a_partition_of_two_peers(tmp_path):
+    params = {"b": {"forward_to": "c"}}
+    links = {"a": {"b": {"delay_ms": 2}}, "b": {"c": {"delay_ms": 3, "jitter_ms": 1}}}
+    with cluster(tmp_path, ["a", "b", "c"], params=params, links=links) as ps:
+        a, b, c = ps["a"], ps["b"], ps["c"]
+        a.call("send", dst="b", n=50)
+        wait_for(lambda: received(c, "b/ping") == 50)
+        assert c.call("received")["fifo_violations"] == 0
+        a.call("partition", peers=["b", "c"], id="x")
+        a.call("send", dst="b", n=5)
+        a.call("send", dst="c", n=5)
+        assert a.call("status")["down"] == {"b": ["partition:x"], "c": ["partition:x"]}
+        a.call("heal_partition", id="x")
+        a.call("send", dst="c", n=2)
+        wait_for(lambda: received(c, "a/ping") == 2)
+        time.sleep(0.1)
+        assert received(b) == 50 and received(c, "b/ping") == 50
+        for p in ps.values():
+            assert p.stop() == 0
+        assert [(e["peer"], e["up"]) for e in evs(a, "link_state")] == [
+            ("b", False), ("c", False), ("b", True), ("c", True)]

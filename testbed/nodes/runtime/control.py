@@ -127,8 +127,9 @@ class ControlOps:
     def start(self, args: dict[str, Any]) -> dict[str, Any]:
         t0 = args.get("t0_wall_ns")
         dur = args.get("duration_s", self.rt.config.get("duration_s"))
-        if isinstance(t0, bool) or not isinstance(t0, int):
-            raise OpError("'t0_wall_ns' must be an integer (ns since the epoch)")
+        if isinstance(t0, bool) or not isinstance(t0, (int, float)):
+            raise OpError("'t0_wall_ns' must be a number (ns since the epoch)")
+        t0 = int(t0)
         if isinstance(dur, bool) or not isinstance(dur, (int, float)) or dur < 0:
             raise OpError("'duration_s' must be a number >= 0")
         delay = self.rt.schedule_workload(t0, float(dur))
