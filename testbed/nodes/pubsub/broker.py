@@ -164,15 +164,15 @@ class Broker(Node):
             self._unmatched += 1
             return
         msg["h"] = msg.get("h", 0) + 1
-        msg.pop("to", None)
         send = self.rt.send
         local: dict[str, list[str]] | None = None
+        client_of = self._client_of
         for h in hops:
             if h in nset:
                 send(h, msg)  # the runtime encodes at send time: one dict for every neighbour
                 self._pub_out += 1
             else:
-                proc, cid = self._client_of[h]
+                proc, cid = client_of[h]
                 if local is None:
                     local = {proc: [cid]}
                 elif proc in local:
@@ -180,8 +180,8 @@ class Broker(Node):
                 else:
                     local[proc] = [cid]
         if local is not None:
+            # neighbours are served: reuse the same dict for the client processes
             for proc, cids in local.items():
-                m = dict(msg)
-                m["to"] = cids
-                send(proc, m)
+                msg["to"] = cids
+                send(proc, msg)
                 self._deliver_out += len(cids)

@@ -240,6 +240,9 @@ class ClientHost(Node):
         now = self.rt.mono_ns()
         k = self._pub_k
         start, period, end = self._pub_start, self._pub_period_ns, self._pub_end
+        if now >= end:  # the workload is over; what the loop could not keep up with is not sent
+            self._pub_timer = None
+            return
         n = len(self.clients)
         done = 0
         while True:
