@@ -1,0 +1,219 @@
+"""History checks of the content-based pub/sub core.
+
+Transforms (DataFrame -> DataFrame, ``select`` at entry and exit) compute the
+violation rows; the ``check_*`` functions wrap them into a :class:`CheckResult`.
+Times are ``t_rel_s`` (seconds from the workload start, clock-corrected).
+
+* no_duplicates     a client receives a publication at most once
+* filter_match      every delivery matches a subscription the client issued before it
+* fifo              per (subscriber, publisher), deliveries arrive in publication order
+* completeness      every publication that matched a subscription active throughout its
+                    travel was delivered; a miss inside a fault window is *attributed*
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from testbed.analysis.checks import CheckResult, summarize
+from testbed.analysis.context import AnalysisContext
+from testbed.analysis.filters import match_pairs
+
+
+# -- transforms ------------------------------------------------------------------------
+def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
+    """deliver -> [client, pub_id, deliveries, first_s, last_s] for each publication received twice or more."""
+    return (
+        deliver.select("client", "pub_id", "t_rel_s")
+        .groupBy("client", "pub_id")
+        .agg(F.count("*").alias("deliveries"), F.min("t_rel_s").alias("first_s"), F.max("t_rel_s").alias("last_s"))
+        .where(F.col("deliveries") > 1)
+        .select("client", "pub_id", "deliveries", "first_s", "last_s")
+    )
+
+
+def subscriptions(subscribe: DataFrame, unsubscribe: DataFrame) -> DataFrame:
+    """-> [client, sub_id, filter, sub_s, unsub_s]: one row per subscription; unsub_s null while active.
+
+    A subscription re-issued with the same id (e.g. after a client restart) counts from its first issue;
+    it ends at the first unsubscribe of that id after it.
+    """
+    subs = (
+        subscribe.select("client", "sub_id", "filter", "t_rel_s")
+        .groupBy("client", "sub_id")
+        .agg(F.min_by("filter", "t_rel_s").alias("filter"), F.min("t_rel_s").alias("sub_s"))
+    )
+    uns = unsubscribe.select("client", "sub_id", F.col("t_rel_s").alias("u_s"))
+    return (
+        subs.join(uns, on=["client", "sub_id"], how="left")
+        .where(F.col("u_s").isNull() | (F.col("u_s") >= F.col("sub_s")))
+        .groupBy("client", "sub_id", "filter", "sub_s")
+        .agg(F.min("u_s").alias("unsub_s"))
+        .select("client", "sub_id", "filter", "sub_s", "unsub_s")
+    )
+
+
+def publications(publish: DataFrame) -> DataFrame:
+    """publish -> [pub_id, publisher, seq, attrs, pub_s] (the first publish of each id)."""
+    return (
+        publish.select("pub_id", "client", "seq", "attrs", "t_rel_s")
+        .groupBy("pub_id")
+        .agg(F.min_by("client", "t_rel_s").alias("publisher"), F.min_by("seq", "t_rel_s").alias("seq"),
+             F.min_by("attrs", "t_rel_s").alias("attrs"), F.min("t_rel_s").alias("pub_s"))
+        .select("pub_id", "publisher", "seq", "attrs", "pub_s")
+    )
+
+
+def non_matching_deliveries(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+    """-> [client, pub_id, deliver_s, filters]: deliveries of a known publication that match no subscription
+    the client issued before receiving it (``filters`` lists the client's filters, empty if it had none)."""
+    d = (
+        deliver.select("client", "pub_id", "t_rel_s")
+        .groupBy("client", "pub_id").agg(F.min("t_rel_s").alias("deliver_s"))
+        .join(pubs.select("pub_id"), on="pub_id", how="left_semi")
+    )
+    s = subs.select(F.col("client").alias("s_client"), "filter", "sub_s")
+    cand = d.join(
+        s, on=(F.col("client") == F.col("s_client")) & (F.col("sub_s") <= F.col("deliver_s")), how="left"
+    ).select("client", "pub_id", "deliver_s", "filter")
+    ok = cand.join(matches.select("filter", "pub_id"), on=["filter", "pub_id"], how="left_semi").select("client", "pub_id")
+    return (
+        cand.join(ok, on=["client", "pub_id"], how="left_anti")
+        .groupBy("client", "pub_id", "deliver_s")
+        .agg(F.sort_array(F.collect_set("filter")).alias("filters"))
+        .select("client", "pub_id", "deliver_s", "filters")
+    )
+
+
+def fifo_inversions(deliver: DataFrame) -> DataFrame:
+    """-> [client, publisher, pub_id, seq, max_seq_before, deliver_s]: a delivery whose seq is lower than
+    one already delivered from the same publisher to the same client (gaps are not inversions)."""
+    w = (
+        Window.partitionBy("client", "publisher").orderBy("t", "m", "seq")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    return (
+        deliver.select("client", "publisher", "pub_id", "seq", "t", "m", "t_rel_s")
+        .withColumn("max_seq_before", F.max("seq").over(w))
+        .where(F.col("seq") < F.col("max_seq_before"))
+        .select("client", "publisher", "pub_id", "seq", "max_seq_before", F.col("t_rel_s").alias("deliver_s"))
+    )
+
+
+def expected_deliveries(subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s: float,
+                        margin_s: float, end_s: float) -> DataFrame:
+    """-> [client, pub_id, publisher, pub_s]: (subscriber, publication) pairs that must be delivered.
+
+    The publication matches the subscription's filter, was published at least ``settle_s`` after the
+    subscribe, the subscription was not withdrawn before ``pub_s + margin_s``, and
+    ``pub_s + margin_s <= end_s`` (it had time to arrive before the workload ended).
+    """
+    p = pubs.select("pub_id", "publisher", "pub_s").where(F.col("pub_s") + F.lit(margin_s) <= F.lit(end_s))
+    return (
+        subs.select("client", "filter", "sub_s", "unsub_s")
+        .join(matches.select("filter", "pub_id"), on="filter", how="inner")
+        .join(p, on="pub_id", how="inner")
+        .where(
+            (F.col("sub_s") + F.lit(settle_s) <= F.col("pub_s"))
+            & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + F.lit(margin_s)))
+        )
+        .select("client", "pub_id", "publisher", "pub_s")
+        .distinct()
+    )
+
+
+def missing_deliveries(expected: DataFrame, deliver: DataFrame) -> DataFrame:
+    """-> [client, pub_id, publisher, pub_s]: expected pairs never delivered."""
+    return (
+        expected.select("client", "pub_id", "publisher", "pub_s")
+        .join(deliver.select("client", "pub_id"), on=["client", "pub_id"], how="left_anti")
+        .select("client", "pub_id", "publisher", "pub_s")
+    )
+
+
+def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
+    """[client, pub_id, publisher, pub_s] x [fault, lo, hi, source] -> the same + [fault, fault_source]
+    (the lowest-index fault whose window contains pub_s; null = unattributed)."""
+    w = windows.select("fault", "lo", "hi", "source")
+    hit = (
+        missing.select("client", "pub_id", "publisher", "pub_s")
+        .join(F.broadcast(w), on=(F.col("pub_s") >= F.col("lo")) & (F.col("pub_s") <= F.col("hi")), how="left")
+        .groupBy("client", "pub_id", "publisher", "pub_s")
+        .agg(F.min("fault").alias("fault"), F.min_by("source", "fault").alias("fault_source"))
+    )
+    return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+
+
+# -- checks ---------------------------------------------------------------------------
+def check_no_duplicates(ctx: AnalysisContext) -> CheckResult:
+    v = duplicate_deliveries(ctx.df("deliver"))
+    return summarize("no_duplicates", "no client receives the same publication twice", v,
+                     order=["first_s", "client", "pub_id"])
+
+
+def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, dict[str, str]]:
+    """(subscriptions, publications, filter matches, unparsable filters), computed once per analysis."""
+    key = "pubsub.matching"
+    if key not in ctx.results:
+        subs = subscriptions(ctx.df("subscribe"), ctx.df("unsubscribe")).cache()
+        pubs = publications(ctx.df("publish")).cache()
+        matches, errors = match_pairs(ctx.spark, subs, pubs)
+        ctx.results[key] = (subs, pubs, matches.cache(), errors)
+    return ctx.results[key]
+
+
+def check_filter_match(ctx: AnalysisContext) -> CheckResult:
+    subs, pubs, matches, errors = _matching(ctx)
+    v = non_matching_deliveries(ctx.df("deliver"), subs, pubs, matches)
+    unknown = (
+        ctx.df("deliver").select("pub_id").distinct().join(pubs.select("pub_id"), on="pub_id", how="left_anti").count()
+    )
+    details = {"unverifiable_deliveries": unknown, "unparsable_filters": errors}
+    r = summarize("filter_match", "every delivery matches a filter the client subscribed with before it", v,
+                  order=["deliver_s", "client", "pub_id"], details=details)
+    if errors:  # an unreadable filter means the property could not be checked: fail loudly
+        r.passed = False
+    return r
+
+
+def check_fifo(ctx: AnalysisContext) -> CheckResult:
+    v = fifo_inversions(ctx.df("deliver"))
+    return summarize("fifo", "per-publisher FIFO order at every subscriber", v,
+                     order=["deliver_s", "client", "publisher"])
+
+
+def check_completeness(ctx: AnalysisContext) -> CheckResult:
+    subs, pubs, matches, errors = _matching(ctx)
+    expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
+                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
+    missing = attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()).cache()
+    n_expected = expected.count()
+    by_fault = {
+        int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
+        for r in missing.where(F.col("fault").isNotNull()).groupBy("fault", "fault_source").count().collect()
+    }
+    attributed = sum(v["count"] for v in by_fault.values())
+    unattributed = missing.where(F.col("fault").isNull()).select("client", "pub_id", "publisher", "pub_s")
+    n_un = unattributed.count()
+    details = {
+        "expected": n_expected,
+        "delivered": n_expected - n_un - attributed,
+        "attributed_by_fault": {str(k): v for k, v in sorted(by_fault.items())},
+        "settle_s": ctx.settle_s, "travel_margin_s": ctx.options.travel_margin_s,
+        "fault_margin_s": ctx.options.fault_margin_s, "end_s": ctx.end_s,
+        "unparsable_filters": errors,
+    }
+    ctx.results["pubsub.completeness"] = details
+    r = summarize("completeness",
+                  "every matching publication sent while the subscription was settled and active is delivered "
+                  "(misses inside a fault window are attributed to it)",
+                  unattributed, order=["pub_s", "client", "pub_id"], attributed=attributed, details=details,
+                  count=n_un)
+    if errors:
+        r.passed = False
+    expected.unpersist()
+    return r
+
+
+CHECKS = [check_no_duplicates, check_filter_match, check_fifo, check_completeness]
