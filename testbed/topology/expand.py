@@ -131,6 +131,21 @@ def key(src: str, dst: str) -> str:
     return f"{src}->{dst}"
 
 
+class _Merger:
+    """``spec.merged(**over)`` memoised: many pairs share one spec object (LinkSpec is frozen)."""
+
+    def __init__(self) -> None:
+        # keyed by id(spec): the cache keeps every spec it saw alive, so ids stay unique
+        self._cache: dict[tuple[int, tuple], tuple[LinkSpec, LinkSpec]] = {}
+
+    def __call__(self, spec: LinkSpec, over: dict[str, Any]) -> LinkSpec:
+        k = (id(spec), tuple(over.items()))
+        hit = self._cache.get(k)
+        if hit is None:
+            hit = self._cache[k] = (spec, spec.merged(**over))
+        return hit[1]
+
+
 def selector_pairs(sel: LinkSelector, nodes: dict[str, NodePlan]) -> list[tuple[str, str]]:
     """Directed pairs a ``sites:``/``nodes:`` selector covers (both directions)."""
     if sel.nodes is not None:
@@ -148,12 +163,14 @@ def selector_pairs(sel: LinkSelector, nodes: dict[str, NodePlan]) -> list[tuple[
 
 
 def resolve_links(topo: Topology, nodes: dict[str, NodePlan]) -> dict[str, LinkSpec]:
+    merge = _Merger()
     base = LinkSpec().merged(**topo.links.default.overrides())
     specs: dict[str, LinkSpec] = {key(a, b): base for a in nodes for b in nodes if a != b}
     for rule in topo.links.rules:
         over = rule.overrides()
         for a, b in selector_pairs(rule, nodes):
-            specs[key(a, b)] = specs[key(a, b)].merged(**over)
+            k = key(a, b)
+            specs[k] = merge(specs[k], over)
     if topo.links.clients is not None:
         client_base = base.merged(**topo.links.clients.overrides())
         for c, g in topo.clients.items():
@@ -162,7 +179,7 @@ def resolve_links(topo: Topology, nodes: dict[str, NodePlan]) -> dict[str, LinkS
                     spec = client_base
                     for rule in topo.links.rules:
                         if rule.nodes is not None and set(rule.nodes) == {c, a}:
-                            spec = spec.merged(**rule.overrides())
+                            spec = merge(spec, rule.overrides())
                     specs[key(*pair)] = spec
     return specs
 
@@ -194,6 +211,7 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
     duration = topo.duration
     raw_faults = topo._data.get("faults", []) if topo._data is not None else []
     current = dict(links)  # link specs as changed by earlier set_links
+    merge = _Merger()
     order = sorted(range(len(topo.faults)), key=lambda i: topo.faults[i].at)
     # crash windows end at the matching restart (or the end of the run)
     crash_end: dict[int, float] = {}
@@ -240,7 +258,7 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
             changed: dict[str, LinkSpec] = {}
             for a, b in selector_pairs(f.set_link, nodes):
                 k = key(a, b)
-                current[k] = current[k].merged(**over)
+                current[k] = merge(current[k], over)
                 changed[k] = current[k]
             act(at, "set_link", (at, at), links=changed)
     # At equal times: the ends of windows first (unstall, resume, heal, heal_partition),

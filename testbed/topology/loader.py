@@ -128,10 +128,10 @@ def read_source(path: Path) -> str:
 def parse_yaml(text: str, path: str) -> tuple[CommentedMap, list[Problem]]:
     """Parse with positions kept. Syntax errors raise; duplicate keys are returned as problems."""
     try:
-        root_node = YAML(typ="rt").compose(text)
         yaml = YAML(typ="rt")
-        yaml.allow_duplicate_keys = True
-        data = yaml.load(text)
+        yaml.allow_duplicate_keys = True  # reported below, all of them, with their positions
+        root_node = yaml.compose(text)
+        data = yaml.constructor.construct_document(root_node) if root_node is not None else None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
