@@ -4,7 +4,10 @@ A frame handed to :meth:`Egress.send` goes through, in order:
 
 1. **up/down** -- the destination is down while *any* reason holds it down
    (``cut``, ``partition:<id>``, ``config`` for a spec with ``up: false``);
-   a down link drops at egress (``drop`` reason ``link-down``).
+   a down link drops at egress (``drop`` reason ``link-down``). The check is
+   made when the frame is sent: frames already in the delay line when a link
+   goes down still arrive (as with an egress firewall rule in front of a netem
+   qdisc).
 2. **loss** -- Bernoulli: each frame is lost with probability ``loss``
    (reason ``loss``).
 3. **rate** -- serialization delay ``size_bytes * 8 / rate_bps`` on a per-link
