@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in str(e).splitlines() or [type(e).__name__]:
             print(f"error: {line}" if not getattr(e, "problems", None) else line, file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # e.g. `testbed validate x.yaml | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("interrupted (run `testbed down` to stop what is still up)", file=sys.stderr)
         return 130
