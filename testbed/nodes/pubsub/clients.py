@@ -34,6 +34,7 @@ from testbed.nodes.pubsub import events as _events  # noqa: F401  (registers the
 from testbed.nodes.runtime.api import Node
 
 MAX_BATCH = 2000  # publications per timer callback when catching up
+LATE_NS = 1_000_000_000  # a late loop may still publish what was due before the end, until end + 1 s
 
 _GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -240,7 +241,7 @@ class ClientHost(Node):
         now = self.rt.mono_ns()
         k = self._pub_k
         start, period, end = self._pub_start, self._pub_period_ns, self._pub_end
-        if now >= end:  # the workload is over; what the loop could not keep up with is not sent
+        if now >= end + LATE_NS:  # far behind after the end: what is left is not sent
             self._pub_timer = None
             return
         n = len(self.clients)
