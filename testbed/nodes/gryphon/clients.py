@@ -10,6 +10,7 @@ each subscriber gets ``rate / M`` of the input (the Fig 4 workload).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
@@ -59,7 +60,7 @@ class ClientHost(Node):
             spec = self.spec_of(i)
             self.rt.send(b, {"k": "sub", "c": c, "f": [list(p) for p in spec]})
             if only is None:
-                self.rt.log("g_subscribe", client=c, filter=repr(list(spec)), broker=b)
+                self.rt.log("g_subscribe", client=c, filter=json.dumps([list(p) for p in spec]), broker=b)
 
     def on_peer_up(self, peer: str) -> None:
         if self.role == "subscriber" and peer in self.attach.values():

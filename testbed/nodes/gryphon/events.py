@@ -16,7 +16,7 @@ declare("g_logged", P, "The PHB made messages stable (fsync'd): they are publish
         pubend="str", ticks="list[int]", seqs="list[int]", keys="list[int]", recovered="bool")
 declare("g_recover", P, "A restarted PHB rebuilt a pubend from its stable log.",
         pubend="str", records="int", last_tick="int", horizon="int")
-declare("g_subscribe", P, "A subscriber client registered at its SHB.",
+declare("g_subscribe", P, "A subscriber client registered at its SHB (filter: JSON list of [attr, op, value]).",
         client="str", filter="str", broker="str")
 declare("g_deliver", P, "A subscriber client received a message (t = receive time).",
         client="str", pubend="str", tick="int", seq="int", pub_t="int", broker="str")

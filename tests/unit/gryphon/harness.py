@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import json
 import random
 from typing import Any, Callable
 
@@ -247,7 +248,7 @@ def history_violations(events: list[dict[str, Any]], *, exclude_brokers: set[str
     home: dict[str, str] = {}
     for e in events:
         if e["ev"] == "g_subscribe":
-            spec[e["client"]] = eval(e["filter"])  # repr of a list of [attr, op, value]
+            spec[e["client"]] = json.loads(e["filter"])  # a JSON list of [attr, op, value]
             home[e["client"]] = e["broker"]
     got: dict[tuple[str, str], list[int]] = {}
     unpublished = 0
