@@ -1,0 +1,152 @@
+"""``analyze(run_dir)``: the one entry point of the analysis (``testbed analyze RUN_DIR`` calls it).
+
+Phases: validate the run directory -> ingest (Parquet per event type) -> the
+protocol's registered checks -> metrics -> figures -> report. It reads the run
+directory only and writes only under ``<run>/analysis/``, so a run can be
+re-analysed at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from testbed.errors import AnalysisError
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class AnalysisResult:
+    run_dir: Path
+    report: Path
+    figures: list[Path]
+    checks: list[Any]  # CheckResult
+    metrics: dict[str, Any] = field(default_factory=dict)
+    ingest: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """All checks passed."""
+        return all(c.passed for c in self.checks)
+
+
+def validate_run_dir(run_dir: str | Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """-> (path, plan dict, manifest dict), or AnalysisError naming what is wrong."""
+    p = Path(run_dir)
+    if not p.is_dir():
+        raise AnalysisError(f"{p}: no such run directory")
+    plan_p = p / "plan.json"
+    if not plan_p.exists():
+        raise AnalysisError(f"{p}: not a run directory (no plan.json)")
+    plan = _json(plan_p)
+    try:
+        from testbed.topology.plan import Plan
+
+        Plan.from_dict(plan)
+    except Exception as e:  # noqa: BLE001 - any shape problem is a bad run dir
+        raise AnalysisError(f"{plan_p}: not a valid plan ({type(e).__name__}: {e})") from None
+    man_p = p / "manifest.json"
+    manifest = _json(man_p) if man_p.exists() else {}
+    if not isinstance(manifest, dict):
+        raise AnalysisError(f"{man_p}: expected a JSON object")
+    logs = p / "logs"
+    if not logs.is_dir() or not any(logs.glob("*.jsonl")):
+        raise AnalysisError(f"{logs}: no event logs (*.jsonl) to analyse")
+    return p.resolve(), plan, manifest
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise AnalysisError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: Progress = print,
+            spark=None, settle_s: float | None = None, travel_margin_s: float | None = None,
+            fault_margin_s: float | None = None) -> AnalysisResult:
+    """Analyse one run directory; returns paths and check results (``.ok``: every check passed)."""
+    from testbed.analysis.checks import CheckResult, checks_for
+    from testbed.analysis.context import AnalysisContext, AnalysisOptions
+    from testbed.analysis.figures import draw_all
+    from testbed.analysis.ingest import ingest
+    from testbed.analysis.metrics import compute_metrics
+    from testbed.analysis.report import render_report, write_json
+    from testbed.analysis.session import spark_session
+
+    t_start = time.monotonic()
+    path, plan, manifest = validate_run_dir(run_dir)
+    out = path / "analysis"
+    out.mkdir(exist_ok=True)
+    opts = AnalysisOptions(settle_s=settle_s)
+    if travel_margin_s is not None:
+        opts.travel_margin_s = travel_margin_s
+    if fault_margin_s is not None:
+        opts.fault_margin_s = fault_margin_s
+
+    own = spark is None
+    if own:
+        progress(f"analysis: starting Spark ({spark_master or 'local[2]'})")
+        from pyspark.sql import SparkSession
+
+        own = SparkSession.getActiveSession() is None
+        spark = spark_session(spark_master, app=f"testbed-analyze-{path.name}")
+    try:
+        t = time.monotonic()
+        events = ingest(spark, path)
+        rep = events.report
+        write_json(out / "ingest.json", rep.to_dict())
+        progress(f"ingest: {rep.files} logs, {sum(rep.events.values())} events of {len(rep.events)} types, "
+                 f"{rep.malformed} malformed line(s), {sum(rep.unknown.values())} unknown "
+                 f"({time.monotonic() - t:.1f} s)")
+
+        ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
+        results: list[CheckResult] = []
+        for chk in checks_for(ctx.protocol):
+            t = time.monotonic()
+            try:
+                r = chk(ctx)
+            except AnalysisError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a broken checker fails its check, not the analysis
+                r = CheckResult(name=getattr(chk, "__name__", str(chk)).removeprefix("check_"), passed=False,
+                                violations=0, description="the checker itself failed",
+                                details={"error": f"{type(e).__name__}: {e}"})
+            results.append(r)
+            extra = f", {r.attributed} attributed to faults" if r.attributed else ""
+            err = f" (checker error: {r.details['error']})" if "error" in r.details else ""
+            progress(f"check {r.name}: {'PASS' if r.passed else 'FAIL'} ({r.violations} violation(s){extra}, "
+                     f"{time.monotonic() - t:.1f} s){err}")
+
+        t = time.monotonic()
+        metrics = compute_metrics(ctx)
+        metrics["events"] = dict(rep.events)
+        progress(f"metrics: {len(metrics['latency'])} site pair(s), {len(metrics['faults'])} fault(s) "
+                 f"({time.monotonic() - t:.1f} s)")
+
+        t = time.monotonic()
+        figs = draw_all(ctx, metrics, out / "figures")
+        progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
+
+        checks_d = [r.to_dict() for r in results]
+        write_json(out / "checks.json", {"run_id": path.name, "ok": all(r.passed for r in results),
+                                         "checks": checks_d})
+        write_json(out / "metrics.json", metrics)
+        md = render_report(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
+                           checks=checks_d, metrics=metrics, figures=figs, out_dir=out)
+        report = out / "report.md"
+        report.write_text(md)
+        res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start)
+        progress(f"report: {report} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
+                 f"{res.seconds:.1f} s total)")
+        return res
+    finally:
+        if own:
+            spark.stop()

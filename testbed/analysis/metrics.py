@@ -1,0 +1,142 @@
+"""Metrics from the ingested history: delivery latency per site pair, delivered rate, per-fault counts.
+
+Latency of one delivery = subscriber's receive time minus the publisher's send time
+(``deliver.pub_t``), each corrected by its own host's clock offset (the ingest's
+``t_corr = t - offset_ns`` for the receive side; the publisher's offset is
+``publish.t - publish.t_corr`` of the same publisher client).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from testbed.analysis.context import AnalysisContext
+
+CDF_POINTS = 201  # quantiles per site pair for the CDF figure
+
+
+# -- transforms ---------------------------------------------------------------------
+def publisher_clocks(publish: DataFrame) -> DataFrame:
+    """publish -> [publisher, pub_site, pub_offset_ns]: where each publisher client runs and its clock offset."""
+    return (
+        publish.select(F.col("client").alias("publisher"), "site", (F.col("t") - F.col("t_corr")).alias("off"))
+        .groupBy("publisher")
+        .agg(F.first("site", ignorenulls=True).alias("pub_site"), F.max("off").alias("pub_offset_ns"))
+        .select("publisher", "pub_site", "pub_offset_ns")
+    )
+
+
+def latencies(deliver: DataFrame, publish: DataFrame) -> DataFrame:
+    """-> [pub_site, sub_site, latency_ms, deliver_s] for every delivery (unknown site: '?')."""
+    return (
+        deliver.select("publisher", "pub_t", "t_corr", "site", "t_rel_s")
+        .join(publisher_clocks(publish), on="publisher", how="left")
+        .select(
+            F.coalesce("pub_site", F.lit("?")).alias("pub_site"),
+            F.coalesce("site", F.lit("?")).alias("sub_site"),
+            ((F.col("t_corr") - (F.col("pub_t") - F.coalesce("pub_offset_ns", F.lit(0)))) / F.lit(1e6))
+            .alias("latency_ms"),
+            F.col("t_rel_s").alias("deliver_s"),
+        )
+    )
+
+
+def latency_summary(lat: DataFrame) -> DataFrame:
+    """-> [pub_site, sub_site, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms] (exact percentiles)."""
+    q = F.percentile(F.col("latency_ms"), F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99)))
+    return (
+        lat.select("pub_site", "sub_site", "latency_ms")
+        .groupBy("pub_site", "sub_site")
+        .agg(F.count("*").alias("count"), F.mean("latency_ms").alias("mean_ms"), q.alias("q"),
+             F.max("latency_ms").alias("max_ms"))
+        .select("pub_site", "sub_site", "count", "mean_ms", F.col("q")[0].alias("p50_ms"),
+                F.col("q")[1].alias("p90_ms"), F.col("q")[2].alias("p99_ms"), "max_ms")
+        .orderBy("pub_site", "sub_site")
+    )
+
+
+def latency_quantiles(lat: DataFrame, points: int = CDF_POINTS) -> DataFrame:
+    """-> [pub_site, sub_site, quantiles(array<double>)] at ``points`` evenly spaced probabilities."""
+    probs = F.array(*[F.lit(i / (points - 1)) for i in range(points)])
+    return (
+        lat.select("pub_site", "sub_site", "latency_ms")
+        .groupBy("pub_site", "sub_site")
+        .agg(F.percentile_approx("latency_ms", probs, 10000).alias("quantiles"))
+        .select("pub_site", "sub_site", "quantiles")
+    )
+
+
+def per_second(events: DataFrame, value: str | None = None) -> DataFrame:
+    """-> [second, n]: events (or the sum of column ``value``) per 1 s bin of t_rel_s."""
+    v = F.sum(value) if value else F.count("*")
+    return (
+        events.select("t_rel_s", *([value] if value else []))
+        .where(F.col("t_rel_s").isNotNull())
+        .groupBy(F.floor("t_rel_s").cast("long").alias("second"))
+        .agg(v.alias("n"))
+        .select("second", "n")
+        .orderBy("second")
+    )
+
+
+# -- the metrics phase -----------------------------------------------------------------
+def _series(df: DataFrame) -> dict[int, int]:
+    return {int(r["second"]): int(r["n"] or 0) for r in df.collect()}
+
+
+def _in(series: dict[int, int], lo: float, hi: float) -> int:
+    return sum(n for s, n in series.items() if lo <= s < max(hi, lo + 1))
+
+
+def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
+    """Every metric as plain JSON-friendly values (also kept in ``ctx.results['metrics']``)."""
+    m: dict[str, Any] = {"events": {}, "latency": [], "cdf": [], "rate": {}, "faults": []}
+    deliver_s: dict[int, int] = {}
+    if ctx.has("deliver"):
+        lat = latencies(ctx.df("deliver"), ctx.df("publish")).cache()
+        m["latency"] = [{k: _num(v) for k, v in r.asDict().items()} for r in latency_summary(lat).collect()]
+        m["cdf"] = [
+            {"pub_site": r["pub_site"], "sub_site": r["sub_site"], "quantiles": [_num(x) for x in r["quantiles"]]}
+            for r in latency_quantiles(lat).collect()
+        ]
+        lat.unpersist()
+        deliver_s = _series(per_second(ctx.df("deliver")))
+    publish_s = _series(per_second(ctx.df("publish"))) if ctx.has("publish") else {}
+    drop_s = _series(per_second(ctx.df("drop"), "count")) if ctx.has("drop") else {}
+    end = max([int(math.ceil(ctx.end_s))] + list(deliver_s) + list(publish_s) + [0])
+    start = min([0] + list(deliver_s) + list(publish_s))
+    seconds = list(range(start, end + 1))
+    m["rate"] = {
+        "bin_s": 1.0,
+        "second": seconds,
+        "delivered": [deliver_s.get(s, 0) for s in seconds],
+        "published": [publish_s.get(s, 0) for s in seconds],
+        "dropped": [drop_s.get(s, 0) for s in seconds],
+    }
+    steady = [deliver_s.get(s, 0) for s in range(0, int(ctx.end_s))]
+    mean_rate = sum(steady) / len(steady) if steady else 0.0
+    m["delivered_per_s_mean"] = mean_rate
+    attributed = (ctx.results.get("pubsub.completeness") or {}).get("attributed_by_fault", {})
+    for w in ctx.windows:
+        lo, hi = w.actual if w.actual is not None else w.planned
+        span = max(hi - lo, 1.0)
+        d = _in(deliver_s, lo, hi)
+        m["faults"].append({
+            "fault": w.fault, "source": w.source, "ops": list(w.ops), "targets": list(w.targets),
+            "status": w.status, "planned": list(w.planned), "actual": list(w.actual) if w.actual else None,
+            "delivered": d, "published": _in(publish_s, lo, hi), "dropped": _in(drop_s, lo, hi),
+            "delivered_per_s": d / span, "delivered_per_s_ratio": (d / span / mean_rate) if mean_rate else None,
+            "missing_attributed": (attributed.get(str(w.fault)) or {}).get("count", 0),
+        })
+    ctx.results["metrics"] = m
+    return m
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float):
+        return None if math.isnan(v) else round(v, 4)
+    return v

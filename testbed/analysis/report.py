@@ -1,0 +1,144 @@
+"""analysis/report.md, checks.json and metrics.json from the results of one analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from testbed.analysis.timeline import action_rows
+
+
+def _fmt(v: Any, nd: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def _cell(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any], ingest: dict[str, Any],
+                  checks: list[dict[str, Any]], metrics: dict[str, Any], figures: list[Path],
+                  out_dir: Path) -> str:
+    versions = manifest.get("versions") or {}
+    emulation = manifest.get("emulation") or manifest.get("emulation_mode") or "unknown"
+    ok = all(c["passed"] for c in checks)
+    L: list[str] = [
+        f"# Analysis of run `{run_id}`",
+        "",
+        f"**Result: {'PASS' if ok else 'FAIL'}** ({sum(c['passed'] for c in checks)}/{len(checks)} checks passed)",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| topology | {_cell(plan.get('name', '?'))} |",
+        f"| protocol | {_cell(plan.get('protocol', '?'))} |",
+        f"| provider | {_cell(manifest.get('provider') or plan.get('provider', '?'))} |",
+        f"| emulation | {_cell(emulation)} |",
+        f"| duration | {_fmt(plan.get('duration_s'), 1)} s |",
+        f"| seed | {_cell(plan.get('seed', '-'))} (repeat {_cell(plan.get('repeat_index', 0))}) |",
+    ]
+    if plan.get("point"):
+        L.append(f"| sweep point | {_cell(json.dumps(plan['point'], sort_keys=True))} |")
+    for k, v in sorted(versions.items()):
+        L.append(f"| version: {_cell(k)} | {_cell(v)} |")
+    if not versions:
+        L.append("| versions | not recorded in the manifest |")
+
+    L += ["", "## Event logs", "",
+          f"{ingest.get('files', 0)} logs, {ingest.get('lines', 0)} lines, "
+          f"{sum((ingest.get('events') or {}).values())} events ingested; "
+          f"{ingest.get('malformed', 0)} malformed line(s) skipped; "
+          f"{sum((ingest.get('unknown') or {}).values())} event(s) of unknown type.", ""]
+    for f, n in sorted((ingest.get("malformed_by_file") or {}).items()):
+        L.append(f"- malformed: `{f}`: {n} line(s) (a torn last line is expected from a killed node)")
+    for ev, n in sorted((ingest.get("unknown") or {}).items()):
+        L.append(f"- unknown event type `{_cell(ev)}`: {n}")
+    if ingest.get("unknown_nodes"):
+        L.append(f"- log lines from processes not in plan.json: {', '.join(ingest['unknown_nodes'])}")
+    if ingest.get("t0_source") and ingest["t0_source"] != "manifest":
+        L.append(f"- time origin: {ingest['t0_source']}")
+
+    L += ["", "## Fault timeline (planned vs actual)", ""]
+    rows = action_rows(manifest, plan)
+    if rows:
+        L += ["| fault | op | target | planned (s) | actual (s) | delta (ms) | status | fault as written |",
+              "|---:|---|---|---:|---:|---:|---|---|"]
+        for r in rows:
+            status = r["status"] + (f": {r['error']}" if r.get("error") else "")
+            L.append(f"| {r['fault']} | {_cell(r['op'])} | {_cell(', '.join(map(str, r['target'])))} | "
+                     f"{_fmt(r['planned_s'], 3)} | {_fmt(r['actual_s'], 3)} | {_fmt(r['delta_ms'], 1)} | "
+                     f"{_cell(status)} | `{_cell(r['source'])}` |")
+    else:
+        L.append("No faults in this run.")
+
+    L += ["", "## Checks", ""]
+    if checks:
+        L += ["| check | result | violations | attributed to faults | property |", "|---|---|---:|---:|---|"]
+        for c in checks:
+            L.append(f"| {c['name']} | {'PASS' if c['passed'] else '**FAIL**'} | {c['violations']} | "
+                     f"{c['attributed']} | {_cell(c.get('description', ''))} |")
+        for c in checks:
+            d = c.get("details") or {}
+            by_fault = d.get("attributed_by_fault") or {}
+            if by_fault:
+                L += ["", f"Missing deliveries of `{c['name']}` attributed to faults (not violations):", ""]
+                for k, v in by_fault.items():
+                    L.append(f"- fault #{k} `{_cell(v.get('source'))}`: {v['count']}")
+            if c.get("examples"):
+                L += ["", f"Violations of `{c['name']}` (first {len(c['examples'])}):", ""]
+                for e in c["examples"]:
+                    L.append("- " + ", ".join(f"{k}={_cell(v)}" for k, v in e.items()))
+            if d.get("unparsable_filters"):
+                L += ["", f"Unreadable filters in `{c['name']}`:", ""]
+                L += [f"- {_cell(msg)}" for msg in d["unparsable_filters"].values()]
+        comp = next((c for c in checks if c["name"] == "completeness"), None)
+        if comp:
+            d = comp["details"]
+            L += ["", f"Completeness: {d.get('expected')} expected deliveries, {d.get('delivered')} delivered, "
+                  f"{comp['attributed']} missing inside fault windows, {comp['violations']} missing outside "
+                  f"(settle {d.get('settle_s')} s, travel margin {d.get('travel_margin_s')} s, "
+                  f"fault margin {d.get('fault_margin_s')} s)."]
+    else:
+        L.append(f"No checks registered for protocol `{plan.get('protocol')}`.")
+
+    L += ["", "## Metrics", ""]
+    if metrics.get("latency"):
+        L += ["Delivery latency (ms, clock-offset corrected):", "",
+              "| publisher site | subscriber site | deliveries | mean | p50 | p90 | p99 | max |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in metrics["latency"]:
+            L.append(f"| {r['pub_site']} | {r['sub_site']} | {r['count']} | {_fmt(r['mean_ms'])} | "
+                     f"{_fmt(r['p50_ms'])} | {_fmt(r['p90_ms'])} | {_fmt(r['p99_ms'])} | {_fmt(r['max_ms'])} |")
+        L += ["", f"Mean delivered rate over the workload: {_fmt(metrics.get('delivered_per_s_mean'))} messages/s."]
+    else:
+        L.append("No deliveries in this run.")
+    if metrics.get("faults"):
+        L += ["", "Per fault (counts inside the actual window, planned if it never ran):", "",
+              "| fault | ops | status | delivered | delivered/s | vs mean | published | dropped | missing (attributed) |",
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+        for f in metrics["faults"]:
+            ratio = f.get("delivered_per_s_ratio")
+            L.append(f"| {f['fault']} | {_cell('/'.join(f['ops']))} | {f['status']} | {f['delivered']} | "
+                     f"{_fmt(f['delivered_per_s'])} | {'-' if ratio is None else f'{ratio:.0%}'} | "
+                     f"{f['published']} | {f['dropped']} | {f['missing_attributed']} |")
+
+    L += ["", "## Figures", ""]
+    if figures:
+        for p in figures:
+            rel = os.path.relpath(p, out_dir)
+            L += [f"![{Path(p).stem}]({rel})", ""]
+    else:
+        L.append("No figures (no deliveries).")
+    L += ["", "Data: `checks.json`, `metrics.json`, `ingest.json`, Parquet per event type under `parquet/`."]
+    return "\n".join(L) + "\n"
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    os.replace(tmp, path)

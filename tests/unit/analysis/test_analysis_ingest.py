@@ -1,0 +1,74 @@
+import json
+
+import pytest
+
+from testbed.analysis.ingest import event_schema, ingest, load_parquet
+from testbed.analysis.synthetic import T0, make_plan
+from testbed.errors import AnalysisError
+from testbed.nodes.runtime.events import all_events
+
+
+def write_run(tmp_path, logs: dict[str, str], manifest=None):
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps(make_plan(10.0, 1, 1, None).to_dict()))
+    (run / "manifest.json").write_text(json.dumps(manifest if manifest is not None else {
+        "t0_wall_ns": T0, "clock_offsets": {"h2": {"offset_ns": 250_000_000}}}))
+    for node, text in logs.items():
+        (run / "logs" / f"{node}.jsonl").write_text(text)
+    return run
+
+
+def line(**kw):
+    return json.dumps(kw) + "\n"
+
+
+def test_schema_types_come_from_the_registry():
+    s = event_schema(all_events()["publish"])
+    types = {f.name: f.dataType.simpleString() for f in s.fields}
+    assert types == {"t": "bigint", "m": "bigint", "node": "string", "ev": "string", "client": "string",
+                     "pub_id": "string", "seq": "bigint", "attrs": "string", "size": "bigint", "broker": "string"}
+
+
+def test_ingest_torn_line_unknown_event_host_and_clock_correction(spark, tmp_path):
+    sec = 1_000_000_000
+    run = write_run(tmp_path, {
+        "pubs": line(t=T0 + 2 * sec, m=1, node="pubs", ev="publish", client="pubs-0", pub_id="pubs-0:1", seq=1,
+                     attrs={"class": "STOCK", "p": [1, 2]}, size=10, broker="b1")
+        + line(t=T0 + 3 * sec, m=2, node="pubs", ev="martian", x=1)
+        + "\n",
+        # subs runs on h2 whose clock is 250 ms ahead: its t=5.25 s is 5.0 s on the controller's clock
+        "subs": line(t=T0 + 5 * sec + 250_000_000, m=1, node="subs", ev="deliver", client="subs-0",
+                     pub_id="pubs-0:1", publisher="pubs-0", seq=1, pub_t=T0 + 2 * sec, hops=2,
+                     undeclared="dropped")
+        + '{"t": 123, "m": 4, "node": "subs", "ev": "deli',  # torn by a kill
+        "b1": line(t=T0, m=0, node="b1", ev="link_set", peer="b2", spec={"delay_ms": 5})
+        + line(t=T0, m=0, node="b1", ev="cpu", user_s=1.5, sys_s=0.25, rss_kb=1000)
+        + "not json at all\n",
+    })
+    ev = ingest(spark, run)
+    rep = ev.report
+    assert rep.malformed == 2 and rep.malformed_by_file == {"subs.jsonl": 1, "b1.jsonl": 1}
+    assert rep.unknown == {"martian": 1}
+    assert rep.events == {"publish": 1, "deliver": 1, "link_set": 1, "cpu": 1}
+    assert sorted(ev) == ["cpu", "deliver", "link_set", "publish"]
+
+    d = ev["deliver"].collect()[0]
+    assert d["host"] == "h2" and d["site"] == "rome"
+    assert d["t_corr"] == T0 + 5 * sec and d["t_rel_s"] == pytest.approx(5.0)
+    assert "undeclared" not in ev["deliver"].columns
+    p = ev["publish"].collect()[0]
+    assert p["host"] == "h1" and p["t_rel_s"] == pytest.approx(2.0)
+    assert json.loads(p["attrs"]) == {"class": "STOCK", "p": [1, 2]}  # json field kept as raw JSON text
+    assert json.loads(ev["link_set"].collect()[0]["spec"]) == {"delay_ms": 5}
+    assert ev["cpu"].collect()[0]["sys_s"] == 0.25
+
+    assert (run / "analysis" / "parquet" / "deliver").is_dir()
+    again = load_parquet(spark, run)
+    assert sorted(again) == sorted(ev) and again["publish"].count() == 1
+
+
+def test_ingest_without_logs_is_an_error(spark, tmp_path):
+    run = write_run(tmp_path, {})
+    with pytest.raises(AnalysisError, match="no event logs"):
+        ingest(spark, run)
