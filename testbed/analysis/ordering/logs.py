@@ -1,0 +1,40 @@
+"""Read an ordering history straight from a run's JSON-lines logs (no Spark).
+
+For quick looks and fast tests; the analysis pipeline goes through Spark
+(``testbed.analysis.checks.ordering``). Times are wall seconds (single host:
+no clock-offset correction).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_KEEP = {"o_notify", "o_timestamp", "o_subscribed", "o_unsubscribe"}
+
+
+def load_history(run_dir: str | Path) -> list[dict[str, Any]]:
+    hist: list[dict[str, Any]] = []
+    for path in sorted((Path(run_dir) / "logs").glob("*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                if '"ev":"o_' not in line:
+                    continue
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                ev = e.get("ev")
+                if ev not in _KEEP:
+                    continue
+                t = e["t"] / 1e9
+                if ev == "o_notify":
+                    hist.append({"ev": ev, "client": e["client"], "eid": e["eid"], "topic": e["topic"],
+                                 "ts": e["ts"], "ooo": e["ooo"], "order": e["n"], "t": t})
+                elif ev == "o_timestamp":
+                    hist.append({"ev": "o_ens_publish", "client": e["client"], "eid": e["eid"],
+                                 "topic": e["topic"], "t": t, "t0": e["t0"] / 1e9})
+                else:
+                    hist.append({"ev": ev, "client": e["client"], "topic": e["topic"], "t": t})
+    return hist

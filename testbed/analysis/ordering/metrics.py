@@ -1,0 +1,61 @@
+"""Per-run metrics of the ordering protocol (Sec 5.2), as Spark transforms.
+
+* timestamp size: entries per completed timestamp (``o_timestamp.size``): mean, std dev;
+* end-to-end latency of timestamp creation: publish() call -> EVENT_TS back (ms);
+* throughput: completed timestamps per second over the publication window;
+* % outgoing bandwidth per TM server: bytes of timestamps forwarded to a TM on
+  another server / bytes of every timestamp a TM step on that server produced
+  (last cumulative ``o_tm_stats`` of each server).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def timestamp_summary(ts: DataFrame) -> DataFrame:
+    """One row: n, size_mean, size_std, latency_mean_ms, latency_p50_ms, latency_p99_ms,
+    t_first_s, t_last_s, throughput_per_s."""
+    agg = ts.select("size", "latency_ms", "t_rel_s").agg(
+        F.count("*").alias("n"),
+        F.mean("size").alias("size_mean"),
+        F.stddev_pop("size").alias("size_std"),
+        F.mean("latency_ms").alias("latency_mean_ms"),
+        F.expr("percentile_approx(latency_ms, 0.5)").alias("latency_p50_ms"),
+        F.expr("percentile_approx(latency_ms, 0.99)").alias("latency_p99_ms"),
+        F.min("t_rel_s").alias("t_first_s"),
+        F.max("t_rel_s").alias("t_last_s"),
+    )
+    span = F.col("t_last_s") - F.col("t_first_s")
+    return agg.withColumn("throughput_per_s",
+                          F.when(span > 0, F.col("n") / span).otherwise(F.lit(None).cast("double")))
+
+
+def outgoing_bandwidth(tm_stats: DataFrame) -> DataFrame:
+    """[server, ts_bytes_handled, ts_bytes_remote, outgoing_pct, created, completed]."""
+    last = (tm_stats.groupBy("node").agg(F.max_by(F.struct(
+        "ts_bytes_handled", "ts_bytes_remote", "created", "completed"), "t").alias("s")))
+    return last.select(
+        F.col("node").alias("server"),
+        F.col("s.ts_bytes_handled").alias("ts_bytes_handled"),
+        F.col("s.ts_bytes_remote").alias("ts_bytes_remote"),
+        F.when(F.col("s.ts_bytes_handled") > 0,
+               F.col("s.ts_bytes_remote") * 100.0 / F.col("s.ts_bytes_handled")).otherwise(0.0)
+        .alias("outgoing_pct"),
+        F.col("s.created").alias("created"),
+        F.col("s.completed").alias("completed"),
+    ).orderBy("server")
+
+
+def run_metrics(events: dict[str, DataFrame], spark) -> dict[str, Any]:
+    """The metrics of one run as a plain dict (for the figure CSVs)."""
+    from testbed.analysis.ingest import empty_events
+
+    ts = events.get("o_timestamp") or empty_events(spark, "o_timestamp")
+    tm = events.get("o_tm_stats") or empty_events(spark, "o_tm_stats")
+    row = timestamp_summary(ts).collect()[0].asDict()
+    bw = {r["server"]: r.asDict() for r in outgoing_bandwidth(tm).collect()}
+    return {**row, "servers": bw}

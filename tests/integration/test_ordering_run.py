@@ -1,0 +1,71 @@
+"""The ordering protocol on real processes: brokers, TM servers and client hosts on loopback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+from testbed.analysis.ordering.history import check_completeness, check_ooo_tags, check_tno
+from testbed.analysis.ordering.logs import load_history
+
+TOPO = Path(__file__).resolve().parents[2] / "topologies" / "ordering" / "smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for ens in ("reliable", "unreliable"):
+        [rd] = api.run(str(TOPO), set_vars={"duration": "3s", "ens": ens}, runs_dir=str(root),
+                       analyze=False)
+        out[ens] = Path(rd.path)
+    return out
+
+
+@pytest.mark.slow
+def test_reliable_run_keeps_tno_and_completeness(runs):
+    hist = load_history(runs["reliable"])
+    notes = [h for h in hist if h["ev"] == "o_notify"]
+    stamps = [h for h in hist if h["ev"] == "o_ens_publish"]
+    assert len(stamps) > 50 and len(notes) > 50
+    assert check_tno(hist)["passed"]
+    last = max(h["t"] for h in notes)
+    comp = check_completeness(hist, until=last - 1.0)
+    assert comp["passed"], comp
+    assert comp["expected"] > 20
+    # the TM servers counted what they did
+    stats = [json.loads(l) for l in (runs["reliable"] / "logs" / "tm1.jsonl").read_text().splitlines()
+             if '"o_tm_stats"' in l]
+    assert stats and stats[-1]["created"] > 0
+
+
+@pytest.mark.slow
+def test_unreliable_run_tags_correctly(runs):
+    hist = load_history(runs["unreliable"])
+    assert sum(h["ev"] == "o_notify" for h in hist) > 50
+    assert check_ooo_tags(hist)["passed"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_checks_and_metrics(runs):
+    from testbed.analysis.checks.ordering import CHECKS
+    from testbed.analysis.context import AnalysisContext
+    from testbed.analysis.ingest import ingest
+    from testbed.analysis.ordering.metrics import run_metrics
+    from testbed.analysis.session import spark_session
+
+    run = runs["reliable"]
+    spark = spark_session()
+    ing = ingest(spark, run, write=False)
+    ctx = AnalysisContext.build(spark, run, json.loads((run / "plan.json").read_text()),
+                                json.loads((run / "manifest.json").read_text()), dict(ing))
+    res = {c(ctx).name: c(ctx) for c in CHECKS}
+    assert res["tno"].passed and res["completeness"].passed
+    assert res["completeness"].details["expected"] > 20
+    m = run_metrics(dict(ing), spark)
+    assert m["n"] > 50 and m["size_mean"] >= 1 and m["latency_mean_ms"] > 0
+    assert set(m["servers"]) == {"tm1", "tm2"}
