@@ -1,0 +1,1 @@
+"""Gryphon (Bhola et al.) analysis: transforms, per-run figures, and ``reproduce``."""
