@@ -410,8 +410,7 @@ def run(path: str, *, set_vars: dict[str, Any] | None = None, provider: str | No
             progress(f"[{i + 1}/{len(ps)}] point {json.dumps(plan.point, sort_keys=True)} repeat {plan.repeat_index}")
         done.append(run_one(plan, path, set_vars, root, progress, on_event))
     if analyze:
-        for rd in done:
-            analyze_run(str(rd.path), spark_master=spark_master, progress=progress)
+        _analyze_all(done, spark_master, progress)
     if len(ps) > 1:
         _write_sweep_index(root, done)
     return done
@@ -434,26 +433,50 @@ def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Pro
     return session.run
 
 
+def run_checks(rd: RunDir) -> list[dict[str, Any]]:
+    """The property checks of an analysed run (``analysis/checks.json``), or [] before analysis."""
+    if not (rd.analysis_dir / "checks.json").exists():
+        return []
+    return list(rd.read("analysis/checks.json").get("checks", []))
+
+
 def _write_sweep_index(root: Path, runs: list[RunDir]) -> None:
     rows = []
     for rd in runs:
         m = rd.manifest
-        checks = rd.read("analysis/checks.json", []) if (rd.analysis_dir / "checks.json").exists() else []
+        checks = run_checks(rd)
         rows.append({"run": rd.run_id, "point": m.get("point"), "repeat": m.get("repeat_index"),
                      "checks_passed": all(c.get("passed") for c in checks) if checks else None})
     (root / "sweep.json").write_text(json.dumps(rows, indent=1))
 
 
-def analyze_run(run_dir: str, *, spark_master: str | None = None, progress: Progress = _quiet):
+def analyze_run(run_dir: str, *, spark_master: str | None = None, progress: Progress = _quiet, spark=None):
     """Spark: ingest the logs, run the checks, write figures and the report."""
     from testbed.analysis.job import analyze as _analyze
 
     rd = RunDir(run_dir)
     if not rd.exists():
         raise UsageError(f"{run_dir}: not a run directory (no plan.json)")
-    result = _analyze(str(rd.path), spark_master=spark_master, progress=progress)
+    result = _analyze(str(rd.path), spark_master=spark_master, progress=progress, spark=spark)
     rd.update_manifest(status="analyzed")
     return result
+
+
+def _analyze_all(runs: list[RunDir], spark_master: str | None, progress: Progress) -> None:
+    """Analyse several runs in one Spark session (started once; stopped only if we started it)."""
+    from pyspark.sql import SparkSession
+
+    from testbed.analysis.session import spark_session
+
+    had = SparkSession.getActiveSession() is not None
+    progress(f"analysis: starting Spark ({spark_master or 'local[2]'})" if not had else "analysis: reusing Spark")
+    spark = spark_session(spark_master)
+    try:
+        for rd in runs:
+            analyze_run(str(rd.path), spark_master=spark_master, progress=progress, spark=spark)
+    finally:
+        if not had:
+            spark.stop()
 
 
 def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
@@ -497,5 +520,5 @@ def image_build(*, base: str | None = None, offline_base: bool = False, progress
 
 __all__ = [
     "parse_set", "plans", "validate", "up", "down", "status", "log_lines", "inject", "run", "run_one",
-    "analyze_run", "wipe", "reproduce", "image_build", "bring_up", "schedule", "teardown", "Session",
+    "analyze_run", "run_checks", "wipe", "reproduce", "image_build", "bring_up", "schedule", "teardown", "Session",
 ]

@@ -112,8 +112,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 ui.plain(f"  figure: {f}")
             if (r.analysis_dir / "report.md").exists():
                 ui.plain(f"  report: {r.analysis_dir / 'report.md'}")
-            checks = r.read("analysis/checks.json", []) if (r.analysis_dir / "checks.json").exists() else []
-            for c in checks:
+            for c in api.run_checks(r):
                 verdict = "PASS" if c.get("passed") else "FAIL"
                 ok = ok and bool(c.get("passed"))
                 ui.plain(f"  check {c.get('name')}: {verdict} ({c.get('violations', 0)} violations, "
