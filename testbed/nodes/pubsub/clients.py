@@ -20,12 +20,15 @@ to a broker comes back (``on_peer_up`` after the first), the clients attached
 to it re-issue their current advertisements and subscriptions with the same
 ids (logged once as ``client_resync``; brokers ignore ids they know).
 
-Publication ids are ``<client>:<seq>``, seq from 1, counted in this process
-(a restarted client process starts again at 1).
+Publication ids are ``<client>:<seq>``. seq starts at ``incarnation * 10**9 + 1``
+where the incarnation counts this process's starts in its stable ``state_dir``,
+so a restarted publisher never reuses an id and its seqs keep increasing (the
+per-publisher FIFO check stays meaningful across restarts).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable
 
@@ -109,6 +112,29 @@ def make_attr_source(gens: dict[str, tuple[str, list[Any]]], rng: Any) -> Callab
     return draw
 
 
+SEQ_STRIDE = 10**9
+
+
+def _next_incarnation(state_dir: str | None) -> int:
+    """0 on the first start, then 1, 2, ... (counted in ``state_dir/incarnation``, fsync'd)."""
+    if not state_dir:
+        return 0
+    path = os.path.join(state_dir, "incarnation")
+    try:
+        with open(path) as f:
+            n = int(f.read().strip() or 0) + 1
+    except (OSError, ValueError):
+        n = 0
+    os.makedirs(state_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(n))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return n
+
+
 class ClientHost(Node):
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
@@ -133,7 +159,8 @@ class ClientHost(Node):
         self.advs: dict[str, dict[str, str]] = {c: {} for c in self.clients}  # client -> adv_id -> text
         self.subs: dict[str, dict[str, str]] = {c: {} for c in self.clients}  # client -> sub_id -> text
         self._nsub = dict.fromkeys(self.clients, 0)
-        self.seq = dict.fromkeys(self.clients, 0)
+        self.incarnation = _next_incarnation(self.config.get("state_dir"))
+        self.seq = dict.fromkeys(self.clients, self.incarnation * SEQ_STRIDE)
         self._seen_up: set[str] = set()
         self.published = 0
         self.delivered = 0
