@@ -20,8 +20,8 @@ import random
 from typing import Any, Callable
 
 from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
-from testbed.nodes.ordering.placement import make_placement, topics_of
-from testbed.nodes.ordering.workload import Popularity
+from testbed.nodes.ordering.placement import make_placement
+from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
 
@@ -114,12 +114,9 @@ class OrderingClientHost(Node):
             raise ValueError("ordering: placement.topic_managers is required")
         self.where = make_placement(tm)
         self.n_topics = int(tm["topics"])
-        site = self.config.get("site")
-        directory = self.config.get("directory") or {}
-        own = [t for s in tm["servers"] if (directory.get(s) or {}).get("site") == site
-               for t in topics_of(tm, s)]
+        own = own_topics(tm, self.config.get("directory") or {}, self.config.get("site"))
         self.k = int(extra.get("topics_per_client", 10))
-        self.pop = Popularity(self.n_topics, float(extra.get("shape", 0.901)), own or None)
+        self.pop = Popularity(self.n_topics, float(extra.get("shape", 0.901)), own)
         self.rate = float(g.get("rate_per_s") or 0.0) * count  # the group's total
         self.payload = b"\x00" * int(g.get("size_bytes") or 0)
         self.settle = float(params.get("ens_settle", 0.3))
@@ -147,10 +144,10 @@ class OrderingClientHost(Node):
         for b in self.brokers:
             self.rt.send(b, {"k": "adv", "id": f"{self.name}:adv", "f": "[topic,>=,0]",
                              "c": f"{self.name}.adv"})
-        if self.role in ("client", "subscriber"):
+        if self.role in ("client", "subscriber") and self.k > 0:
+            subs = client_subscriptions(self.rng, self.pop, self.clients, self.k)
             for c, m in self.mods.items():
-                for t in self.pop.subscription(self.rng, self.k):
-                    m.subscribe(t)
+                m.subscribe_many(subs[c])
         self.rt.call_later(STATS_INTERVAL_S, self._stats_tick)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:

@@ -444,7 +444,12 @@ class OrderingModule:
 
     # ------------------------------------------------------------------ SUBSCRIBE (Fig 4a)
     def subscribe(self, topic: int) -> None:
-        self._sub_queue.append(("sub", topic))
+        self.subscribe_many([topic])
+
+    def subscribe_many(self, topics: Iterable[int]) -> None:
+        """SUBSCRIBE of several topics in one operation: one ENSsubscribe per topic, then one
+        FILL_IN_SUB_TS carrying ``subs | topics`` (Fig 4a with a set instead of one topic)."""
+        self._sub_queue.append(("sub", tuple(topics)))
         self._pump()
 
     def unsubscribe(self, topic: int) -> None:
@@ -453,23 +458,31 @@ class OrderingModule:
 
     def _pump(self) -> None:
         while self._sub_busy is None and self._sub_queue:
-            op, topic = self._sub_queue.pop(0)
+            op, arg = self._sub_queue.pop(0)
             if op == "sub":
-                if topic in self.subs:
+                new = sorted(set(arg) - self.subs)
+                if not new:
                     continue
-                self._sub_busy = {"topic": topic, "t0": self.env.now(), "rid": None}
-                self._pending_sub[topic] = []  # buffer events of T from now on
-                self.env.ens_subscribe(topic, lambda t=topic: self._ens_subscribed(t))  # (01)
+                self._sub_busy = {"topics": new, "t0": self.env.now(), "rid": None,
+                                  "waiting": len(new)}
+                for topic in new:
+                    self._pending_sub[topic] = []  # buffer events of T from now on
+                for topic in new:
+                    self.env.ens_subscribe(topic, self._ens_subscribed)  # (01)
             else:
-                self._do_unsubscribe(topic)
+                self._do_unsubscribe(arg)
 
-    def _ens_subscribed(self, topic: int) -> None:  # (02-07)
-        sub = sorted(self.subs | {topic})
+    def _ens_subscribed(self) -> None:  # (02-07), once every ENSsubscribe returned
+        busy = self._sub_busy
+        busy["waiting"] -= 1
+        if busy["waiting"]:
+            return
+        sub = sorted(self.subs | set(busy["topics"]))
         ts = {t: BOTTOM for t in sub}
         rid = f"{self.cid}/s{self._bseq}"
         self._bseq += 1
-        self._sub_busy["rid"] = rid
-        self._sub_busy["sub"] = sub
+        busy["rid"] = rid
+        busy["sub"] = sub
         self._send_fill_sub(rid, ts, sub)
 
     def _send_fill_sub(self, rid: str, ts: dict[int, int], sub: list[int]) -> None:
@@ -488,20 +501,20 @@ class OrderingModule:
         busy = self._sub_busy
         if busy is None or busy.get("rid") != msg["rid"]:
             return  # duplicate answer
-        topic = busy["topic"]
         ts = ts_from_wire(msg["ts"])
-        self.subs.add(topic)  # (03) takes effect with the completed timestamp
-        self.sub_lc[topic] = ts[topic]  # (09), new topic only (see module doc)
-        self.sub_floor[topic] = ts[topic]
-        for t in self.subs:
-            self.sub_lc.setdefault(t, ts.get(t, BOTTOM))
+        for topic in busy["topics"]:
+            self.subs.add(topic)  # (03) takes effect with the completed timestamp
+            self.sub_lc[topic] = ts[topic]  # (09), new topics only (see module doc)
+            self.sub_floor[topic] = ts[topic]
         for t in busy["sub"]:  # (10-11) subscriptionUpdate dummy on every subscribed topic
             self.env.ens_publish(t, {"k": "o.ev", "eid": f"{msg['rid']}@{t}", "T": t,
                                      "ts": msg["ts"], "dummy": True})
         self._sub_busy = None
-        self.env.subscribed(self.cid, topic, ts, self.env.now() - busy["t0"])  # (12)
-        for ev, ets in self._pending_sub.pop(topic, []):  # flush what was buffered for T
-            self._on_notify(ev, ets)
+        for topic in busy["topics"]:
+            self.env.subscribed(self.cid, topic, ts, self.env.now() - busy["t0"])  # (12)
+        for topic in busy["topics"]:
+            for ev, ets in self._pending_sub.pop(topic, []):  # flush what was buffered for T
+                self._on_notify(ev, ets)
         self._drain()
         self._pump()
 

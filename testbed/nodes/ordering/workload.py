@@ -97,3 +97,20 @@ class Popularity:
             keys.append((math.log(u) / w if u > 0 else -math.inf, t))
         best = sorted(keys, reverse=True)[:k]
         return sorted(t for _, t in best)
+
+
+def client_subscriptions(rng: random.Random, pop: Popularity, clients: list[str],
+                         k: int) -> dict[str, list[int]]:
+    """Every client's initial subscription, in client order, from one rng: the client host
+    draws exactly this at start (its rng seeded with the process seed), and the
+    timestamp-size analysis (Figs 7-8) re-draws it from the same seed."""
+    return {c: pop.subscription(rng, k) for c in clients}
+
+
+def own_topics(tm: dict, directory: dict, site: str | None) -> list[int] | None:
+    """The topics whose TM is hosted at ``site`` (None when no TM server is there)."""
+    from testbed.nodes.ordering.placement import topics_of
+
+    own = [t for s in tm["servers"] if (directory.get(s) or {}).get("site") == site
+           for t in topics_of(tm, s)]
+    return sorted(own) or None

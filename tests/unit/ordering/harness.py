@@ -146,8 +146,11 @@ def random_run(seed: int, *, n_clients: int = 8, n_topics: int = 12, k: int = 4,
     for i in range(n_clients):
         m = sim.clients[f"c{i}"]
         topics = rng.sample(range(n_topics), k)
-        for j, t in enumerate(topics):
-            sim.at(rng.uniform(0, 0.5), m.subscribe, t)
+        if i % 2:  # one SUBSCRIBE of the whole set
+            sim.at(rng.uniform(0, 0.5), m.subscribe_many, topics)
+        else:  # one topic at a time
+            for j, t in enumerate(topics):
+                sim.at(rng.uniform(0, 0.5), m.subscribe, t)
     for e in range(events):
         cid = f"c{rng.randrange(n_clients)}"
         sim.at(rng.uniform(0.0, 3.0), sim.clients[cid].publish, {"n": e}, rng.randrange(n_topics))

@@ -160,3 +160,16 @@ def test_checkers_fail_on_broken_histories():
     tagged = [dict(h) for h in base]
     tagged[idx]["ooo"] = True
     assert not check_ooo_tags(tagged)["passed"]
+
+
+def test_matrix_sg_sizes_equal_topic_managers():
+    """Figs 7-8 path (matrix counts) == what the TMs compute from FILL_IN_SUB_TS."""
+    from testbed.analysis.ordering.tssize import sg_sizes
+
+    rng = random.Random(5)
+    subs = {f"c{i}": sorted(rng.sample(range(30), rng.randint(1, 6))) for i in range(40)}
+    tms = {t: TopicManager(t) for t in range(30)}
+    for cid, s in subs.items():
+        for t in s:
+            tms[t]._set_sub(cid, frozenset(s))
+    assert list(sg_sizes(subs, 30)) == [len(tms[t].sg) for t in range(30)]
