@@ -209,8 +209,8 @@ def test_set_links_applies_to_later_messages(tmp_path):
         a, b = ps["a"], ps["b"]
         a.call("send", dst="b", n=5)
         wait_for(lambda: received(b) == 5)
-        assert a.call("set_links", links={"b": {"delay_ms": 80}}) == {"ok": True, "applied": ["b"]}
-        assert a.call("status")["links"]["b"]["delay_ms"] == 80.0
+        assert a.call("set_links", links={"b": {"delay_ms": 300}}) == {"ok": True, "applied": ["b"]}
+        assert a.call("status")["links"]["b"]["delay_ms"] == 300.0
         a.call("send", dst="b", n=5)
         wait_for(lambda: received(b) == 10)
         with pytest.raises(RuntimeError, match="unknown key"):
@@ -219,8 +219,8 @@ def test_set_links_applies_to_later_messages(tmp_path):
             a.call("set_links", links={"zz": {"delay_ms": 1}})
         assert a.stop() == 0 and b.stop() == 0
         d = [(e["t"] - e["sent_t"]) / 1e6 for e in recv_events(b)]
-        assert max(d[:5]) < 40 and min(d[5:]) >= 79.5
-        assert [e["spec"]["delay_ms"] for e in evs(a, "link_set")] == [80.0]
+        assert max(d[:5]) < 250 and min(d[5:]) >= 299.5
+        assert [e["spec"]["delay_ms"] for e in evs(a, "link_set")] == [300.0]
 
 
 def test_control_ops_and_errors(tmp_path):
@@ -273,11 +273,11 @@ def test_uncaught_exception_in_protocol_code_exits_nonzero(tmp_path):
 
 
 def test_kernel_mode_applies_no_delay_but_still_cuts(tmp_path):
-    links = {"a": {"b": {"delay_ms": 500}}}
+    links = {"a": {"b": {"delay_ms": 10_000, "loss": 1.0}}}
     with cluster(tmp_path, ["a", "b"], links=links, emulation="kernel") as ps:
         a, b = ps["a"], ps["b"]
         a.call("send", dst="b", n=3)
-        wait_for(lambda: received(b) == 3, timeout=0.45)
+        wait_for(lambda: received(b) == 3, timeout=8)
         a.call("cut", peers=["b"])
         a.call("send", dst="b", n=3)
         time.sleep(0.1)
