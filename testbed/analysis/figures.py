@@ -105,7 +105,8 @@ def delivered_rate(metrics: dict[str, Any], out: Path) -> Path | None:
         label = f"#{f['fault']} {'/'.join(dict.fromkeys(f['ops']))}"
         if f["status"] not in ("done", "planned"):
             label += f" ({f['status']})"
-        ax.text(p0, ymax * (1.02 - 0.07 * (i % 4)), label, fontsize=8, color=col, va="top")
+        ax.text(p0, ymax * (1.06 - 0.07 * (i % 4)), label, fontsize=8, color=col, va="top",
+                bbox={"facecolor": "white", "edgecolor": col, "alpha": 0.85, "pad": 1.5})
     ax.set_xlabel("time since workload start (s)")
     ax.set_ylabel("messages / s (1 s bins)")
     ax.set_title("Delivered rate over time, fault windows shaded (actual) and hatched (planned)")

@@ -18,6 +18,7 @@ wall clock corrected by the manifest clock offset of its host:
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ _SCALARS = {
 }
 # Columns every ingested DataFrame has besides its event fields, in this order.
 ADDED_COLUMNS = ("host", "site", "t_corr", "t_rel_s")
+WRITE_THREADS = 4
 
 
 def spark_type(ty: str) -> T.DataType:
@@ -190,7 +192,7 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True) -> I
     )
     parsed = parse_lines(lines).persist()
     try:
-        counts = parsed.groupBy("ok", "ev", "file").count().collect()
+        counts = parsed.groupBy("ok", "ev", "file", "node").count().collect()
         for r in counts:
             report.lines += r["count"]
             if not r["ok"]:
@@ -211,7 +213,7 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True) -> I
         report.t0_wall_ns = int(t0)
 
         known = {n for n, _, _ in node_rows(plan_dict)}
-        seen = {r["node"] for r in parsed.where("ok").select("node").distinct().collect()}
+        seen = {r["node"] for r in counts if r["ok"]}
         report.unknown_nodes = sorted(seen - known)
 
         nodes = spark.createDataFrame(node_rows(plan_dict), "node string, host string, site string")
@@ -221,13 +223,23 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True) -> I
         pq_root = run / "analysis" / "parquet"
         if write and pq_root.exists():
             shutil.rmtree(pq_root)
-        for ev in sorted(report.events):
+
+        def one(ev: str) -> DataFrame:
             df = with_time(events_of(parsed, registry[ev]), nodes, offsets, report.t0_wall_ns)
-            if write:
-                dest = pq_root / ev
-                df.write.mode("overwrite").parquet(str(dest))
-                df = spark.read.schema(output_schema(registry[ev])).parquet(str(dest))
-            out[ev] = df
+            if not write:
+                return df
+            dest = pq_root / ev
+            df.write.mode("overwrite").parquet(str(dest))
+            return spark.read.schema(output_schema(registry[ev])).parquet(str(dest))
+
+        evs = sorted(report.events)
+        if write:  # one small Spark job per event type: run them concurrently (scheduling overlaps)
+            with ThreadPoolExecutor(max_workers=WRITE_THREADS) as pool:
+                for ev, df in zip(evs, pool.map(one, evs)):
+                    out[ev] = df
+        else:
+            for ev in evs:
+                out[ev] = one(ev)
         return out
     finally:
         parsed.unpersist()

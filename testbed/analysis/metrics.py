@@ -88,8 +88,14 @@ def _series(df: DataFrame) -> dict[int, int]:
     return {int(r["second"]): int(r["n"] or 0) for r in df.collect()}
 
 
+def _bins(lo: float, hi: float) -> range:
+    """The 1 s bins a window [lo, hi] touches (at least one)."""
+    a = math.floor(lo)
+    return range(a, max(math.ceil(hi), a + 1))
+
+
 def _in(series: dict[int, int], lo: float, hi: float) -> int:
-    return sum(n for s, n in series.items() if lo <= s < max(hi, lo + 1))
+    return sum(series.get(s, 0) for s in _bins(lo, hi))
 
 
 def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
@@ -123,7 +129,7 @@ def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
     attributed = (ctx.results.get("pubsub.completeness") or {}).get("attributed_by_fault", {})
     for w in ctx.windows:
         lo, hi = w.actual if w.actual is not None else w.planned
-        span = max(hi - lo, 1.0)
+        span = float(len(_bins(lo, hi)))
         d = _in(deliver_s, lo, hi)
         m["faults"].append({
             "fault": w.fault, "source": w.source, "ops": list(w.ops), "targets": list(w.targets),

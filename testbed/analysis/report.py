@@ -118,7 +118,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
     else:
         L.append("No deliveries in this run.")
     if metrics.get("faults"):
-        L += ["", "Per fault (counts inside the actual window, planned if it never ran):", "",
+        L += ["", "Per fault (counts in the 1 s bins the actual window touches; the planned one if it never ran):", "",
               "| fault | ops | status | delivered | delivered/s | vs mean | published | dropped | missing (attributed) |",
               "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
         for f in metrics["faults"]:
