@@ -16,10 +16,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 
-def timestamp_summary(ts: DataFrame) -> DataFrame:
-    """One row: n, size_mean, size_std, latency_mean_ms, latency_p50_ms, latency_p99_ms,
-    t_first_s, t_last_s, throughput_per_s."""
-    agg = ts.select("size", "latency_ms", "t_rel_s").agg(
+def timestamp_summary(ts: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """One row (per ``by`` group): n, size_mean, size_std, latency_mean_ms, latency_p50_ms,
+    latency_p99_ms, t_first_s, t_last_s, throughput_per_s."""
+    agg = ts.select(*by, "size", "latency_ms", "t_rel_s").groupBy(*by).agg(
         F.count("*").alias("n"),
         F.mean("size").alias("size_mean"),
         F.stddev_pop("size").alias("size_std"),
@@ -34,11 +34,12 @@ def timestamp_summary(ts: DataFrame) -> DataFrame:
                           F.when(span > 0, F.col("n") / span).otherwise(F.lit(None).cast("double")))
 
 
-def outgoing_bandwidth(tm_stats: DataFrame) -> DataFrame:
-    """[server, ts_bytes_handled, ts_bytes_remote, outgoing_pct, created, completed]."""
-    last = (tm_stats.groupBy("node").agg(F.max_by(F.struct(
+def outgoing_bandwidth(tm_stats: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """[*by, server, ts_bytes_handled, ts_bytes_remote, outgoing_pct, created, completed]."""
+    last = (tm_stats.groupBy(*by, "node").agg(F.max_by(F.struct(
         "ts_bytes_handled", "ts_bytes_remote", "created", "completed"), "t").alias("s")))
     return last.select(
+        *by,
         F.col("node").alias("server"),
         F.col("s.ts_bytes_handled").alias("ts_bytes_handled"),
         F.col("s.ts_bytes_remote").alias("ts_bytes_remote"),
@@ -47,7 +48,7 @@ def outgoing_bandwidth(tm_stats: DataFrame) -> DataFrame:
         .alias("outgoing_pct"),
         F.col("s.created").alias("created"),
         F.col("s.completed").alias("completed"),
-    ).orderBy("server")
+    ).orderBy(*by, "server")
 
 
 def run_metrics(events: dict[str, DataFrame], spark) -> dict[str, Any]:
