@@ -117,3 +117,55 @@ def test_bad_run_dirs_are_one_line_errors(tmp_path):
         p.unlink()
     with pytest.raises(AnalysisError, match="no event logs"):
         validate_run_dir(syn.path)
+
+
+def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures(spark, tmp_path, monkeypatch):
+    """A protocol with no checks/<protocol>.py: its package's registered check and figure run;
+    a checker that raises fails its own check without losing the analysis."""
+    import sys
+    import types
+
+    from testbed.analysis import checks as C
+    from testbed.analysis import figures as FIG
+
+    proto = "zzproto"
+    monkeypatch.setitem(sys.modules, f"testbed.analysis.{proto}", types.ModuleType(f"testbed.analysis.{proto}"))
+    monkeypatch.setitem(C.CHECKS, proto, [])
+    monkeypatch.setitem(FIG.FIGURES, proto, [])
+
+    @C.register_check(proto)
+    def check_publishes_counted(ctx):
+        n = ctx.df("publish").count()
+        return C.CheckResult("publishes_counted", n > 0, 0 if n else 1, details={"publishes": n})
+
+    @C.register_check(proto)
+    def check_broken(ctx):
+        raise RuntimeError("boom")
+
+    @FIG.register_figure(proto)
+    def stall_count(ctx, out):
+        import matplotlib.pyplot as plt
+
+        n = ctx.df("stall").count()
+        fig, ax = plt.subplots()
+        ax.bar(["stall events"], [n])
+        ax.set_ylabel("events")
+        p = out / f"{proto}_stalls.png"
+        fig.savefig(p)
+        plt.close(fig)
+        return [p]
+
+    syn = make_run_dir(tmp_path, duration_s=6.0, rate_per_s=2.0, subscribers=1, stall=(2.0, 3.0), torn=False)
+    plan = json.loads((syn.path / "plan.json").read_text())
+    plan["protocol"] = proto
+    (syn.path / "plan.json").write_text(json.dumps(plan))
+
+    res = analyze(syn.path, spark=spark, progress=lambda s: None)
+    by = {c.name: c for c in res.checks}
+    assert set(by) == {"publishes_counted", "broken"}
+    assert by["publishes_counted"].passed and by["publishes_counted"].details["publishes"] == syn.publications
+    assert not by["broken"].passed and by["broken"].details["error"] == "RuntimeError: boom"
+    assert not res.ok
+    assert sorted(p.name for p in res.figures) == ["delivered_rate.png", "latency_cdf.png", "zzproto_stalls.png"]
+    md = res.report.read_text()
+    assert "| protocol | zzproto |" in md and "| broken | **FAIL** |" in md and "zzproto_stalls.png" in md

@@ -1,0 +1,68 @@
+"""The per-protocol check and figure registries (no Spark needed)."""
+
+import sys
+import types
+
+from testbed.analysis import checks as C
+from testbed.analysis import figures as FIG
+from testbed.analysis.checks.pubsub import CHECKS as PUBSUB
+from testbed.analysis.timeline import action_rows, fault_windows
+
+
+def test_pubsub_checks_are_discovered_by_module_name():
+    got = C.checks_for("pubsub")
+    assert got == PUBSUB and [f.__name__ for f in got] == [
+        "check_no_duplicates", "check_filter_match", "check_fifo", "check_completeness"]
+    assert C.CHECKS["pubsub"] == PUBSUB
+
+
+def test_unknown_protocol_has_no_checks_or_figures():
+    assert C.checks_for("no-such-protocol") == []
+    assert FIG.figures_for("no-such-protocol") == []
+
+
+def test_protocol_package_registers_checks_and_figures(monkeypatch):
+    """Modules of testbed.analysis.<protocol> are imported and may register both."""
+    pkg = types.ModuleType("testbed.analysis.zzreg")
+    pkg.__path__ = []  # a package without submodules on disk
+    monkeypatch.setitem(sys.modules, "testbed.analysis.zzreg", pkg)
+
+    @C.register_check("zzreg")
+    def check_thing(ctx):
+        return C.CheckResult("thing", True, 0)
+
+    @FIG.register_figure("zzreg")
+    def fig(ctx, out):
+        return []
+
+    assert C.checks_for("zzreg") == [check_thing]
+    assert FIG.figures_for("zzreg") == [fig]
+    C.register_check("zzreg")(check_thing)  # registering twice keeps one
+    assert C.checks_for("zzreg") == [check_thing]
+
+
+def test_fault_windows_planned_vs_actual_and_status():
+    manifest = {"timeline": [
+        {"fault": 0, "op": "stall", "target": ["b1"], "planned_s": 8.0, "actual_s": 8.1, "status": "done",
+         "window": [8.0, 10.5], "source": "{at: 8s, stall: b1, for: 2.5s}"},
+        {"fault": 0, "op": "unstall", "target": ["b1"], "planned_s": 10.5, "actual_s": 10.8, "status": "done",
+         "window": [8.0, 10.5], "source": "{at: 8s, stall: b1, for: 2.5s}"},
+        {"fault": 1, "op": "crash", "target": ["b2"], "planned_s": 12.0, "actual_s": 12.05, "status": "done",
+         "window": [12.0, 20.0], "source": "{at: 12s, crash: b2}"},
+        {"fault": 2, "op": "cut", "target": ["b1", "b2"], "planned_s": 30.0, "actual_s": None,
+         "status": "skipped", "window": [30.0, 35.0], "source": "{at: 30s, cut: [b1, b2], for: 5s}"},
+    ]}
+    w = {x.fault: x for x in fault_windows(manifest, {})}
+    assert w[0].actual == (8.1, 10.8) and w[0].ops == ("stall", "unstall") and w[0].status == "done"
+    assert w[0].attribution_window(2.0) == (6.0, 12.8)
+    assert w[1].actual == (12.05, 20.05)  # single action: the whole window shifts by its delay
+    assert w[2].actual is None and w[2].status == "skipped" and not w[2].attributable
+    rows = action_rows(manifest, {})
+    assert [round(r["delta_ms"], 3) if r["delta_ms"] is not None else None for r in rows] == [100.0, 300.0, 50.0, None]
+
+
+def test_fault_windows_fall_back_to_plan_actions():
+    plan = {"actions": [{"at_s": 5.0, "op": "pause", "fault": 0, "target": ["s1"], "window": [5.0, 8.0],
+                         "source": "{at: 5s, pause: s1, for: 3s}"}]}
+    (w,) = fault_windows({}, plan)
+    assert w.status == "planned" and w.attributable and w.actual is None and w.planned == (5.0, 8.0)
