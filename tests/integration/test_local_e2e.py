@@ -155,3 +155,26 @@ def test_every_fault_kind_example_runs_and_passes_checks(runs_dir, example):
     assert all(e["status"] == "done" for e in m["timeline"]), m["timeline"]
     checks = api.run_checks(rd)
     assert checks and all(c["passed"] for c in checks), checks
+
+
+def test_sweep_makes_one_run_per_point_under_one_directory(runs_dir, tmp_path):
+    topo = tmp_path / "sweep.yaml"
+    topo.write_text(
+        "version: 1\nname: sweep-test\nprotocol: pubsub\nduration: 3s\n"
+        "sites:\n  a: {}\nnodes:\n  b1: {role: broker, site: a}\n"
+        "clients:\n  pubs: {role: publisher, count: 1, attach: b1, rate: \"{{ rate }}/s\", size: 10B}\n"
+        "  subs: {role: subscriber, count: 1, attach: b1, filter: \"[class,eq,'STOCK']\"}\n"
+        "sweep:\n  rate: [5, 20]\nrepeat: 1\n"
+    )
+    runs = api.run(str(topo), runs_dir=str(runs_dir), analyze=False)
+    assert len(runs) == 2
+    sweep_dir = runs[0].path.parent
+    assert sweep_dir.parent == runs_dir.resolve() and sweep_dir.name.startswith("sweep-test-sweep-")
+    index = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [r["point"] for r in index] == [{"rate": 5}, {"rate": 20}]
+    published = []
+    for rd in runs:
+        lines = (rd.logs_dir / "pubs.jsonl").read_text().splitlines()
+        published.append(sum(1 for ln in lines if json.loads(ln)["ev"] == "publish"))
+    # 3 s at 5/s and at 20/s: the point's rate reached the publisher
+    assert 10 <= published[0] <= 20 and 50 <= published[1] <= 70, published
