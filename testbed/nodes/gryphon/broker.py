@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
-from testbed.nodes.gryphon.cells import CellMap, bundle_pick, phb_of, pubend_id
+from testbed.nodes.gryphon.cells import CellMap, bundle_pick, pubend_id
 from testbed.nodes.gryphon.filters import Summary, SubscriberIndex, Spec
 from testbed.nodes.gryphon.pubend import Pubend, PubendLog
 from testbed.nodes.gryphon.streams import (CuriousSet, KnowledgeStream, OStream, SubendStream,

@@ -77,7 +77,6 @@ class KnowledgeStream:
             return f, [], q
         dts = self.d_in(a, b)
         d = [(t, self.data[t]) for t in dts]
-        dset = set(dts)
         for x, y in self.known.intersect(a, b):
             cur = x
             for t in (t for t in dts if x <= t < y):
@@ -87,7 +86,6 @@ class KnowledgeStream:
             if cur < y:
                 f.append((cur, y))
         q = self.known.gaps(a, b)
-        del dset
         return f, d, q
 
     def ack(self, t: int) -> bool:
@@ -234,7 +232,6 @@ class SubendStream:
         self.rto = nrt_min
         # gap entries: [lo, hi, seen, nacked_at or None, tries]
         self.entries: list[list[Any]] = []
-        self.acked_sent = 0
         self.delivered = 0
 
     # -- knowledge -----------------------------------------------------------
@@ -252,12 +249,6 @@ class SubendStream:
         self.k.ack(end)  # delivered / silent ticks are A at the subend
         self.delivered += len(out)
         return out
-
-    def ack_due(self) -> int | None:
-        if self.td > self.acked_sent:
-            self.acked_sent = self.td
-            return self.td
-        return None
 
     # -- curiosity -----------------------------------------------------------
     def expect(self, t: int, now: float, reason: str) -> list[tuple[int, int, str]]:
