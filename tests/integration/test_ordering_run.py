@@ -63,7 +63,7 @@ def test_spark_checks_and_metrics(runs):
     ing = ingest(spark, run, write=False)
     ctx = AnalysisContext.build(spark, run, json.loads((run / "plan.json").read_text()),
                                 json.loads((run / "manifest.json").read_text()), dict(ing))
-    res = {c(ctx).name: c(ctx) for c in CHECKS}
+    res = {r.name: r for r in (c(ctx) for c in CHECKS)}
     assert res["tno"].passed and res["completeness"].passed
     assert res["completeness"].details["expected"] > 20
     m = run_metrics(dict(ing), spark)
