@@ -8,8 +8,9 @@ T0 = 1.0  # the workload starts here (sim seconds)
 CLEAN = {"duplicates": 0, "order": 0, "gaps": 0, "unpublished": 0, "missing_streams": 0}
 
 
-def run(tmp_path, faults=(), *, params=None, until=14.0, duration=10.0):
+def run(tmp_path, faults=(), *, params=None, until=14.0, duration=10.0, delays=None):
     sim = Sim(fig3(str(tmp_path), params))
+    sim.link_delay.update(delays or {})
     sim.start()
     sim.run_until(T0)
     sim.workload(duration)
@@ -98,3 +99,16 @@ def test_broken_subend_that_skips_gaps_is_caught(tmp_path, monkeypatch):
     faults = [(3.0, lambda s: s.stall("b1")), (5.5, lambda s: s.crash("b1"))]
     sim = run(tmp_path, faults)
     assert history_violations(sim.events)["gaps"] > 0
+
+
+def test_broken_downstream_link_routes_sideways_then_upstream_switches(tmp_path):
+    faults = [(3.0, lambda s: s.cut("b1", "s1")), (8.0, lambda s: s.heal("b1", "s1"))]
+    slow = {("p1", "b1"): 0.3, ("b1", "p1"): 0.3}  # p1 learns of b1's lost link 0.3 s late
+    sim = run(tmp_path, faults, params={"link_timeout": 0.5}, delays=slow)
+    assert history_violations(sim.events) == CLEAN
+    t_cut = sim.rts["b1"].wall_ns() - int((sim.now - T0 - 3.0) * 1e9)
+    side = [e for e in sim.ev("g_route", node="b1", cell="s1") if e["sideways"]]
+    assert side and all(e["via"] == "b2" and e["t"] > t_cut for e in side)
+    # link status tells p1 that b1 no longer reaches s1: p1 moves IB1 traffic to b2
+    after = [e for e in sim.ev("g_route", node="p1", cell="ib1") if t_cut < e["t"] < t_cut + 5e9]
+    assert after and {e["via"] for e in after} == {"b2"}
