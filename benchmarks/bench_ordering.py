@@ -64,14 +64,15 @@ def real(rates: list[int]) -> list[dict]:
     for rate in rates:
         [rd] = api.run(str(topo), set_vars={"rate": rate}, runs_dir=str(HERE / "results" / "runs"),
                        analyze=False)
-        lat, ts = [], []
+        lat, ts, t0s = [], [], []
         for p in (Path(rd.path) / "logs").glob("p*.jsonl"):
             for line in p.read_text().splitlines():
                 if '"o_timestamp"' in line:
                     e = json.loads(line)
                     lat.append(e["latency_ms"])
                     ts.append(e["t"])
-        span = (max(ts) - min(ts)) / 1e9 if len(ts) > 1 else 0
+                    t0s.append(e["t0"])
+        span = (max(ts) - min(t0s)) / 1e9 if len(ts) > 1 else 0  # first request -> last completion
         cpu = None
         for line in (Path(rd.path) / "logs" / "tm1.jsonl").read_text().splitlines():
             if '"ev":"cpu"' in line:
