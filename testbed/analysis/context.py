@@ -66,9 +66,12 @@ class AnalysisContext:
 
     @property
     def end_s(self) -> float:
-        """End of the workload, seconds from t0 (manifest ``workload_end_s`` if recorded, else the plan duration)."""
-        v = self.manifest.get("workload_end_s")
-        return float(v) if isinstance(v, (int, float)) else float(self.plan.get("duration_s", 0.0))
+        """End of the workload, seconds from t0: manifest ``workload_end_s`` or ``duration_s``, else the plan's."""
+        for k in ("workload_end_s", "duration_s"):
+            v = self.manifest.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+        return float(self.plan.get("duration_s", 0.0))
 
     def windows_df(self) -> DataFrame:
         """[fault, lo, hi, source]: attribution windows (planned U actual, widened by the fault margin)."""

@@ -113,8 +113,6 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
             t = time.monotonic()
             try:
                 r = chk(ctx)
-            except AnalysisError:
-                raise
             except Exception as e:  # noqa: BLE001 - a broken checker fails its check, not the analysis
                 r = CheckResult(name=getattr(chk, "__name__", str(chk)).removeprefix("check_"), passed=False,
                                 violations=0, description="the checker itself failed",

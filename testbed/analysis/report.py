@@ -69,7 +69,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         L += ["| fault | op | target | planned (s) | actual (s) | delta (ms) | status | fault as written |",
               "|---:|---|---|---:|---:|---:|---|---|"]
         for r in rows:
-            status = r["status"] + (f": {r['error']}" if r.get("error") else "")
+            status = r["status"] + (" (injected)" if r.get("injected") else "") + (f": {r['error']}" if r.get("error") else "")
             L.append(f"| {r['fault']} | {_cell(r['op'])} | {_cell(', '.join(map(str, r['target'])))} | "
                      f"{_fmt(r['planned_s'], 3)} | {_fmt(r['actual_s'], 3)} | {_fmt(r['delta_ms'], 1)} | "
                      f"{_cell(status)} | `{_cell(r['source'])}` |")

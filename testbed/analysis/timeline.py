@@ -1,4 +1,4 @@
-"""Fault windows from the run's history (manifest timeline; plan actions as a fallback).
+"""Fault windows from the run's history (manifest ``timeline`` and ``injected``; plan actions as a fallback).
 
 A fault (one entry of the topology's ``faults``, index ``fault``) may expand to
 several actions (stall + unstall). Its *planned* window is the expander's
@@ -44,9 +44,10 @@ class FaultWindow:
 
 
 def _entries(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
-    tl = manifest.get("timeline")
-    if tl:
-        return list(tl), True
+    tl = list(manifest.get("timeline") or [])
+    injected = list(manifest.get("injected") or [])  # `testbed inject` faults (index >= 1000)
+    if tl or injected:
+        return tl + [{**e, "injected": True} for e in injected], True
     out = []
     for a in plan_dict.get("actions", []):
         out.append({"fault": a.get("fault", 0), "op": a.get("op"), "target": a.get("target", []),
@@ -106,5 +107,6 @@ def action_rows(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> list[dic
             "fault": int(e.get("fault", 0)), "op": e.get("op"), "target": list(e.get("target") or []),
             "planned_s": p, "actual_s": a, "delta_ms": None if a is None or p is None else (a - p) * 1000.0,
             "status": e.get("status") or "planned", "error": e.get("error"), "source": e.get("source", ""),
+            "injected": bool(e.get("injected")),
         })
     return rows

@@ -13,12 +13,10 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="session")
 def spark():
-    from testbed.analysis.session import spark_session
+    from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
 
-    s = spark_session(app="testbed-tests")
-    for k, v in {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
-                 "spark.sql.codegen.wholeStage": "false"}.items():  # speed only, never results
-        s.conf.set(k, v)
+    # tiny inputs: settings that change speed only, never results (see session.py)
+    s = spark_session(app="testbed-tests", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
     yield s
     s.stop()
 

@@ -2,21 +2,12 @@
 
 import pytest
 
-# Tiny test histories: planning and code generation cost more than the data. These
-# settings change only speed, never results (production keeps AQE, 4 partitions, codegen).
-TEST_CONF = {
-    "spark.sql.shuffle.partitions": "1",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-}
-
 
 @pytest.fixture(scope="session")
 def spark():
-    from testbed.analysis.session import spark_session
+    from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
 
-    s = spark_session(app="testbed-tests")
-    for k, v in TEST_CONF.items():
-        s.conf.set(k, v)
+    # an already active session (e.g. started by the integration tests' fixture) is reused as is
+    s = spark_session(app="testbed-tests", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
     yield s
     s.stop()

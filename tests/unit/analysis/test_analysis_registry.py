@@ -66,3 +66,13 @@ def test_fault_windows_fall_back_to_plan_actions():
                          "source": "{at: 5s, pause: s1, for: 3s}"}]}
     (w,) = fault_windows({}, plan)
     assert w.status == "planned" and w.attributable and w.actual is None and w.planned == (5.0, 8.0)
+
+
+def test_injected_faults_join_the_timeline():
+    manifest = {"timeline": [], "injected": [
+        {"fault": 1000, "op": "crash", "target": ["b1"], "planned_s": 4.2, "actual_s": 4.2, "status": "done",
+         "window": [4.2, 4.2], "source": "{crash: b1}"}]}
+    (w,) = fault_windows(manifest, {"actions": [{"at_s": 1.0, "op": "pause", "fault": 0}]})
+    assert w.fault == 1000 and w.status == "done" and w.attribution_window(2.0) == (2.2, 6.2)
+    (r,) = action_rows(manifest, {})
+    assert r["injected"] and r["delta_ms"] == 0.0
