@@ -1,0 +1,75 @@
+"""The node bundle shipped to every host: what a node process needs, nothing controller-side.
+
+``testbed/__init__.py``, ``testbed/nodes/**/*.py``, the host helper ``tbhost.py`` and a
+pure-Python copy of msgpack under ``vendor/`` (used on a host only where msgpack is not
+installed). The tarball is deterministic (sorted, mtime 0) and named by the digest of its
+contents, so hosts keep one copy per code version and ``deploy`` skips hosts that have it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import testbed
+
+PACKAGE = Path(testbed.__file__).resolve().parent
+TBHOST = Path(__file__).resolve().parent / "remote" / "tbhost.py"
+
+
+def bundle_files() -> list[tuple[str, Path]]:
+    """(name in the bundle, local path), sorted by name."""
+    files = [("testbed/__init__.py", PACKAGE / "__init__.py"), ("tbhost.py", TBHOST)]
+    for p in sorted((PACKAGE / "nodes").rglob("*.py")):
+        files.append((f"testbed/{p.relative_to(PACKAGE).as_posix()}", p))
+    try:
+        import msgpack
+
+        mp = Path(msgpack.__file__).resolve().parent
+        for p in sorted(mp.glob("*.py")):
+            files.append((f"vendor/msgpack/{p.name}", p))
+    except ImportError:  # the controller has msgpack (a dependency); be lenient for odd setups
+        pass
+    return sorted(files)
+
+
+def build_bundle(cache_dir: Path) -> tuple[Path, str]:
+    """Write ``<cache_dir>/nodes-<digest>.tar.gz`` (if missing); return (path, digest)."""
+    files = bundle_files()
+    h = hashlib.sha256()
+    for name, path in files:
+        data = path.read_bytes()
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    digest = h.hexdigest()[:16]
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    out = cache_dir / f"nodes-{digest}.tar.gz"
+    if out.exists():
+        return out, digest
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tf:
+        for name, path in files:
+            data = path.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            tf.addfile(info, io.BytesIO(data))
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, out)
+    return out, digest
+
+
+def tar_files(dest: Path, files: dict[str, bytes]) -> Path:
+    """A small tar of in-memory files (e.g. one host's node configs)."""
+    with tarfile.open(dest, "w") as tf:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            tf.addfile(info, io.BytesIO(data))
+    return dest

@@ -1,0 +1,382 @@
+"""Provider ``ansible``: a topology's processes across many real hosts over SSH.
+
+Every plan host that runs processes needs ``address`` (and usually ``user`` and ``key``).
+``up`` runs the playbooks in ``playbooks/`` through :func:`~.runner.run_playbook`:
+
+1. ``prepare``  -- checks python3 >= 3.11; creates ``~/.testbed`` and a virtualenv
+   (``--system-site-packages``); ships the host helper ``tbhost.py``; reports host facts
+   (python, msgpack, tc, Docker engine, sch_netem, free TCP ports).
+2. ``deploy``   -- ships the node bundle once per code version (``~/.testbed/code/<digest>``).
+3. ``start``    -- the node configs rendered from the plan (listening on the host's ports,
+   peers at the other hosts' addresses), one detached process per node in the virtualenv.
+
+Nodes run as plain processes on every host (a host's Docker engine is detected and
+reported, not used). Link emulation is the node runtime's userspace emulation, per
+destination, from the plan's links: the kernel ``tc netem`` path is not implemented for
+this provider; which kernels have sch_netem is recorded in the deployment (``extra``).
+
+Process faults go through one persistent SSH session per host to ``tbhost.py agent``,
+opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller process)
+so no connection is set up on the schedule's critical path. Link faults use the nodes'
+control channels like every provider.
+
+``collect`` packs the logs on each host, fetches and unpacks them into ``<run>/logs`` and
+writes each host's facts to ``<run>/hosts/<host>.json``. ``down`` asks the nodes to shut
+down, collects, then stops whatever is left and deletes the run's directory on each host.
+``wipe`` removes ``~/.testbed`` from every host any run ever used (a registry of host
+records -- address, port, user, key *path*, nothing secret -- kept outside run directories).
+
+Security: SSH host keys are verified against ``~/.ssh/known_hosts`` and the files in
+``TESTBED_KNOWN_HOSTS`` (StrictHostKeyChecking=yes for Ansible, RejectPolicy for the agent
+sessions); playbooks pass argument lists (``command: argv``), the agent command line is
+``shlex.join``-ed; private keys are referenced by path, never copied anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import ProviderError
+from testbed.providers.ansible.bundle import TBHOST, build_bundle, tar_files
+from testbed.providers.ansible.inventory import (
+    REMOTE_ROOT, host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
+)
+from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
+from testbed.providers.base import Deployment, NodeStatus, Progress, Provider
+from testbed.render.node_config import render_node_config
+from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.topology.plan import Action, Plan
+
+START_TIMEOUT_S = 60.0
+REGISTRY_ENV = "TESTBED_ANSIBLE_REGISTRY"
+CACHE_ENV = "TESTBED_CACHE"
+SIGNAL_OF = {"crash": "KILL", "pause": "STOP", "resume": "CONT"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or os.path.expanduser("~/.cache/testbed")) / "ansible"
+
+
+def registry_path() -> Path:
+    return Path(os.environ.get(REGISTRY_ENV) or (cache_dir() / "hosts.json"))
+
+
+def _register(records: list[dict[str, Any]]) -> None:
+    """Remember every host ever used, for ``wipe`` (address/port/user/key path only)."""
+    p = registry_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        known = json.loads(p.read_text())
+    except (OSError, ValueError):
+        known = []
+    keys = {(h["address"], h.get("port"), h.get("user")) for h in known}
+    for r in records:
+        if (r["address"], r.get("port"), r.get("user")) not in keys:
+            known.append(r)
+    write_json_atomic(p, known)
+
+
+class AnsibleProvider(Provider):
+    name = "ansible"
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, str], Any] = {}  # (run id, host) -> HostAgent
+        self._agent_lock = threading.Lock()
+
+    # -- helpers -------------------------------------------------------------------------
+    @staticmethod
+    def _ssh_args() -> str:
+        return ssh_common_args(known_hosts_files())
+
+    @staticmethod
+    def _inventory(run_id: str, state: dict[str, Any]) -> str:
+        """The inventory of a run's hosts from state.json, with each host's testbed root."""
+        roots = state.get("roots", {})
+        return render_inventory_hosts(state.get("hosts", []), run_id, AnsibleProvider._ssh_args(),
+                                      {h: {"tb_root": r} for h, r in roots.items()})
+
+    # -- up ----------------------------------------------------------------------------
+    def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
+        hosts = plan_hosts(plan)
+        records = [host_record(hp) for hp in hosts.values()]
+        by_host = nodes_by_host(plan)
+        state: dict[str, Any] = {"provider": self.name, "hosts": records, "roots": {}, "pids": {},
+                                 "node_hosts": {n: p.host for n, p in plan.nodes.items()}, "timings": {}}
+        run.save_state(state)
+        _register(records)
+        ssh_args = self._ssh_args()
+        tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-up-"))
+        try:
+            # 1. prepare: facts and free ports
+            t = time.monotonic()
+            progress(f"prepare {len(hosts)} hosts")
+            inv = render_inventory(plan, run.run_id, ssh_args)
+            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST)}, progress)
+            state["timings"]["prepare_s"] = time.monotonic() - t
+            facts: dict[str, dict[str, Any]] = {}
+            for h in hosts:
+                probe = res.reports.get(h, {}).get("report probe", {}).get("json")
+                if not isinstance(probe, dict):
+                    raise ProviderError("prepare reported no host facts", host=h)
+                facts[h] = probe
+                state["roots"][h] = f"{probe['home']}/{REMOTE_ROOT}"
+            run.save_state(state)
+            hostvars = {h: {"tb_root": state["roots"][h]} for h in hosts}
+
+            # 2. configs: addresses from the plan's hosts, ports the hosts found free
+            lay = layout(plan, {h: facts[h]["ports"] for h in hosts})
+            emulation = "userspace"
+            peers = lay.peers()
+            per_host: dict[str, dict[str, bytes]] = {h: {} for h in hosts}
+            for n, ep in lay.endpoints.items():
+                rroot = f"{state['roots'][ep.host]}/runs/{run.run_id}"
+                cfg = render_node_config(
+                    plan, run.run_id, n, listen=("0.0.0.0", ep.data[1]), control=("0.0.0.0", ep.control[1]),
+                    peers=peers, emulation=emulation, log_path=f"{rroot}/logs/{n}.jsonl",
+                    state_dir=f"{rroot}/state/{n}",
+                )
+                write_json_atomic(run.configs_dir / f"{n}.json", cfg)
+                per_host[ep.host][f"{n}.json"] = json.dumps(cfg, indent=1).encode()
+            (tmp / "configs").mkdir()
+            for h, files in per_host.items():
+                tar_files(tmp / "configs" / f"{h}.tar", files)
+            netem = {h: bool(facts[h].get("sch_netem")) for h in hosts}
+            extra = {"hosts": facts, "sch_netem": netem,
+                     "emulation_reason": "ansible provider: userspace emulation per destination "
+                                         "(kernel tc netem path not implemented)"}
+            deployment = Deployment(run.run_id, self.name, emulation, lay.endpoints, extra)
+            run.write("deployment.json", deployment.to_dict())
+
+            # 3. deploy the node bundle
+            t = time.monotonic()
+            bundle, digest = build_bundle(cache_dir())
+            state["digest"] = digest
+            run.save_state(state)
+            inv = render_inventory(plan, run.run_id, ssh_args, hostvars)
+            run_playbook("deploy", inv, {"tb_bundle": str(bundle), "tb_digest": digest}, progress)
+            state["timings"]["deploy_s"] = time.monotonic() - t
+
+            # 4. start one process per node
+            t = time.monotonic()
+            res = run_playbook("start", inv, {"tb_configs": str(tmp / "configs"), "tb_digest": digest}, progress)
+            for h in hosts:
+                pids = res.reports.get(h, {}).get("report start", {}).get("json") or {}
+                for n in by_host[h]:
+                    if n not in pids:
+                        raise ProviderError("start reported no pid", host=h, node=n)
+                    state["pids"][n] = int(pids[n])
+                    deployment.endpoints[n].handle = str(pids[n])
+            state["timings"]["start_s"] = time.monotonic() - t
+            run.save_state(state)
+            run.write("deployment.json", deployment.to_dict())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+        # 5. every node answers; the agents are open before any schedule starts
+        t = time.monotonic()
+        from testbed.providers.control import Controls
+
+        controls = Controls(deployment)
+        try:
+            controls.wait_ready(list(plan.nodes), START_TIMEOUT_S)
+        finally:
+            controls.close()
+        self.warm_up(run)
+        state["timings"]["ready_s"] = time.monotonic() - t
+        run.save_state(state)
+        deployment.extra["timings"] = state["timings"]
+        run.write("deployment.json", deployment.to_dict())
+        progress(f"{len(plan.nodes)} nodes on {len(hosts)} hosts answer on their control channels")
+        return deployment
+
+    # -- process faults ------------------------------------------------------------------
+    def warm_up(self, run: RunDir) -> None:
+        """Open the SSH agent session of every host of the run (before the schedule starts)."""
+        state = run.state
+        for rec in state.get("hosts", []):
+            self._agent(run, rec["name"], state)
+
+    def _agent(self, run: RunDir, host: str, state: dict[str, Any] | None = None):
+        key = (run.run_id, host)
+        with self._agent_lock:
+            a = self._agents.get(key)
+            if a is not None:
+                return a
+            from testbed.providers.ansible.agent import HostAgent
+
+            state = state or run.state
+            rec = next((h for h in state.get("hosts", []) if h["name"] == host), None)
+            root = state.get("roots", {}).get(host)
+            if rec is None or root is None or not state.get("digest"):
+                raise ProviderError("not deployed by this run", host=host)
+            code = f"{root}/code/{state['digest']}"
+            argv = [f"{root}/venv/bin/python", f"{code}/tbhost.py", "--root", root, "--code", code,
+                    "agent", run.run_id]
+            a = HostAgent(host, rec, known_hosts_files(), argv)
+            self._agents[key] = a
+            return a
+
+    def close_agents(self, run_id: str | None = None) -> None:
+        with self._agent_lock:
+            for key in list(self._agents):
+                if run_id is None or key[0] == run_id:
+                    self._agents.pop(key).close()
+
+    def process_action(self, run: RunDir, action: Action) -> None:
+        node = action.target[0]
+        state = run.state
+        host = state.get("node_hosts", {}).get(node)
+        if host is None:
+            raise ProviderError(f"{action.op}: no such node in this run", node=node)
+        agent = self._agent(run, host, state)
+        if action.op == "restart":
+            reply = agent.call("spawn", node=node)
+        elif action.op in SIGNAL_OF:
+            reply = agent.call("signal", node=node, sig=SIGNAL_OF[action.op])
+        else:
+            raise self.unsupported(action.op)
+        if not reply.get("ok"):
+            raise ProviderError(f"{action.op}: {reply.get('error')}", host=host, node=node)
+        if action.op == "restart":
+            def save(st: dict[str, Any]) -> None:
+                st.setdefault("pids", {})[node] = reply["pid"]
+
+            with run.locked():
+                st = run.state
+                save(st)
+                run.save_state(st)
+
+    # -- status / logs -------------------------------------------------------------------
+    def status(self, run: RunDir) -> list[NodeStatus]:
+        state = run.state
+        nodes = list(run.plan().nodes)
+        by_host: dict[str, dict[str, Any]] = {}
+        errors: dict[str, str] = {}
+        for rec in state.get("hosts", []):
+            try:
+                by_host[rec["name"]] = self._agent(run, rec["name"], state).call("status").get("nodes", {})
+            except ProviderError as e:
+                errors[rec["name"]] = str(e)
+        out = []
+        for n in nodes:
+            h = state.get("node_hosts", {}).get(n)
+            if h in errors:
+                out.append(NodeStatus(n, "unknown", errors[h]))
+                continue
+            info = by_host.get(h, {}).get(n)
+            if info is None:
+                out.append(NodeStatus(n, "unknown", "never started"))
+            elif info.get("state") is None:
+                out.append(NodeStatus(n, "stopped", f"{h}: pid {info.get('pid')} gone"))
+            elif info["state"] == "T":
+                out.append(NodeStatus(n, "paused", f"{h}: pid {info['pid']}"))
+            else:
+                out.append(NodeStatus(n, "running", f"{h}: pid {info['pid']}"))
+        return out
+
+    def logs_path(self, run: RunDir, node: str) -> str:
+        return str(run.logs_dir / f"{node}.jsonl")
+
+    def collect(self, run: RunDir, progress: Progress) -> None:
+        state = run.state
+        if not state.get("roots"):
+            progress("nothing deployed: no logs to collect")
+            return
+        tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-collect-"))
+        try:
+            res = run_playbook("collect", self._inventory(run.run_id, state), {"tb_collect": str(tmp)}, progress)
+            got = 0
+            hosts_dir = run.path / "hosts"
+            hosts_dir.mkdir(exist_ok=True)
+            for rec in state["hosts"]:
+                h = rec["name"]
+                got += _extract_logs(tmp / f"{h}.tgz", run.logs_dir)
+                facts = res.reports.get(h, {}).get("report facts", {}).get("ansible_facts")
+                if facts:
+                    write_json_atomic(hosts_dir / f"{h}.json", facts)
+            progress(f"collected {got} log files from {len(state['hosts'])} hosts")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- down / wipe -----------------------------------------------------------------------
+    def down(self, run: RunDir, progress: Progress) -> None:
+        self.close_agents(run.run_id)
+        state = run.state
+        if not state.get("hosts"):
+            progress("nothing was deployed")
+            return
+        if not state.get("roots"):
+            progress("prepare did not finish: nothing was started")
+            return
+        self._graceful(run)
+        try:
+            self.collect(run, progress)
+        except ProviderError as e:
+            progress(f"collect before down failed: {e}")
+        res = run_playbook("teardown", self._inventory(run.run_id, state), {}, progress)
+        stopped = sum(len((r.get("report remove", {}).get("json") or {}).get("stopped", []))
+                      for r in res.reports.values())
+        progress(f"run removed from {len(state['hosts'])} hosts ({stopped} processes had to be stopped)")
+
+    def _graceful(self, run: RunDir) -> None:
+        try:
+            deployment = run.deployment()
+        except Exception:
+            return
+        from testbed.providers.control import Controls
+
+        controls = Controls(deployment, timeout=2.0)
+        try:
+            controls.call_many((n, "shutdown", {}) for n in deployment.endpoints)
+        finally:
+            controls.close()
+        time.sleep(0.5)  # the nodes flush their logs and exit
+
+    @classmethod
+    def wipe(cls, progress: Progress) -> list[str]:
+        p = registry_path()
+        try:
+            hosts = json.loads(p.read_text())
+        except (OSError, ValueError):
+            hosts = []
+        if not hosts:
+            progress("ansible: no host was ever used")
+            return []
+        inv = render_inventory_hosts(hosts, "wipe", cls._ssh_args())
+        res = run_playbook("wipe", inv, {}, progress)
+        removed = []
+        for h in hosts:
+            r = (res.reports.get(h["name"], {}).get("report wipe", {}).get("json")) or {}
+            removed.append(f"host {h['name']} ({h['address']}): {len(r.get('stopped', []))} processes, "
+                           f"{r.get('removed', 'nothing')}")
+        p.unlink(missing_ok=True)
+        progress(f"ansible: wiped {len(hosts)} hosts")
+        return removed
+
+
+def _extract_logs(tgz: Path, dest: Path) -> int:
+    """Unpack ``logs/<file>`` members (regular files, plain names only) into ``dest``."""
+    if not tgz.exists():
+        return 0
+    n = 0
+    with tarfile.open(tgz) as tf:
+        for m in tf.getmembers():
+            parts = m.name.split("/")
+            if not m.isfile() or len(parts) != 2 or parts[0] != "logs" or parts[1] in ("", ".", ".."):
+                continue
+            f = tf.extractfile(m)
+            if f is None:
+                continue
+            tmp = dest / f".{parts[1]}.part"
+            tmp.write_bytes(f.read())
+            os.replace(tmp, dest / parts[1])
+            n += 1
+    return n

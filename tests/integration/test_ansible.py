@@ -1,0 +1,236 @@
+"""`--provider ansible` for real: three SSH hosts (containers running sshd), real Ansible, real nodes.
+
+Marker ``ssh``: locally a missing prerequisite (Docker engine to make the hosts, the host
+image, ssh-keygen) skips with the reason; in CI (CI=true) it fails.
+
+The hosts are containers of ``testbed-sshhost`` (``.ci/ssh-setup.sh``: sshd + python3, no
+msgpack, no Docker engine) on the default bridge; each gets fresh host keys, the test's own
+ed25519 user key, and its host key pinned in a known_hosts file (StrictHostKeyChecking=yes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("TESTBED_SSH_HOST_IMAGE", "testbed-sshhost:3")
+USER = "tb"
+HOSTS = ("h1", "h2", "h3")
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _missing(why: str):
+    if _ci():
+        pytest.fail(f"CI needs real SSH hosts: {why}")
+    pytest.skip(why)
+
+
+def _docker(*args: str, input: bytes | None = None, check: bool = True) -> str:
+    r = subprocess.run(["docker", *args], input=input, capture_output=True, timeout=300)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)}: {r.stderr.decode(errors='replace').strip()}")
+    return r.stdout.decode(errors="replace").strip()
+
+
+class SSHHosts:
+    """Three sshd containers with the test's key and pinned host keys."""
+
+    def __init__(self, tmp: Path):
+        self.tag = uuid.uuid4().hex[:8]
+        self.tmp = tmp
+        self.key = tmp / "id_ed25519"
+        self.known_hosts = tmp / "known_hosts"
+        self.containers: dict[str, str] = {}
+        self.addresses: dict[str, str] = {}
+
+    def start(self) -> None:
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "testbed-test", "-f", str(self.key)],
+                       check=True, capture_output=True)
+        pub = (self.tmp / "id_ed25519.pub").read_bytes()
+        for h in HOSTS:
+            name = f"tb-sshhost-{self.tag}-{h}"
+            _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h, IMAGE)
+            self.containers[h] = name
+        lines = []
+        for h, name in self.containers.items():
+            _docker("exec", "-i", name, "sh", "-c",
+                    "cat > /home/tb/.ssh/authorized_keys && chown tb:tb /home/tb/.ssh/authorized_keys "
+                    "&& chmod 600 /home/tb/.ssh/authorized_keys", input=pub)
+            addr = _docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name)
+            self.addresses[h] = addr
+            for _ in range(100):
+                hk = _docker("exec", name, "cat", "/etc/ssh/ssh_host_ed25519_key.pub", check=False)
+                if hk.startswith("ssh-ed25519"):
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"{name}: no host key")
+            lines.append(f"{addr} {' '.join(hk.split()[:2])}")
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+        for h, addr in self.addresses.items():  # sshd answers
+            for _ in range(100):
+                r = subprocess.run(self.ssh_argv(h, "true"), capture_output=True, timeout=30)
+                if r.returncode == 0:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"ssh to {h}: {r.stderr.decode(errors='replace').strip()}")
+
+    def ssh_argv(self, host: str, *cmd: str) -> list[str]:
+        return ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "BatchMode=yes",
+                f"{USER}@{self.addresses[host]}", *cmd]
+
+    def exec(self, host: str, *argv: str) -> str:
+        return _docker("exec", self.containers[host], *argv, check=False)
+
+    def node_processes(self, host: str) -> list[str]:
+        out = self.exec(host, "ps", "-eo", "args")
+        return [ln for ln in out.splitlines() if "testbed.nodes" in ln]
+
+    def stop(self) -> None:
+        for name in self.containers.values():
+            _docker("rm", "-f", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def ssh_hosts(tmp_path_factory):
+    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
+        _missing("docker, ssh and ssh-keygen are needed")
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        _missing("no Docker engine to run the SSH hosts (.ci/docker-setup.sh)")
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
+        r = subprocess.run(["bash", str(ROOT / ".ci" / "ssh-setup.sh")], capture_output=True, text=True)
+        if r.returncode != 0:
+            _missing(f"cannot build {IMAGE}: {r.stderr.strip()[-300:]}")
+    hosts = SSHHosts(tmp_path_factory.mktemp("ssh"))
+    try:
+        hosts.start()
+        yield hosts
+    finally:
+        hosts.stop()
+
+
+@pytest.fixture
+def ansible_env(ssh_hosts, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
+    monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
+    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
+    return ssh_hosts
+
+
+def spread_smoke(dest: Path) -> Path:
+    """The smoke topology with its three sites on three hosts, plus a process fault on h1."""
+    text = (ROOT / "topologies" / "smoke.yaml").read_text()
+    hosts = "hosts:\n" + "".join(
+        f"  {h}: {{address: \"{{{{ {h}_addr }}}}\", user: {USER}, key: \"{{{{ key }}}}\", site: {s}}}\n"
+        for h, s in zip(HOSTS, ("ny", "rome", "tokyo")))
+    text = text.replace("\nnodes:", "\n" + hosts + "\nnodes:", 1)
+    text = text.replace("  - {at: 16s, pause: b5, for: 1.5s}",
+                        "  - {at: 16s, pause: b5, for: 1.5s}\n  - {at: 6.5s, pause: b2, for: 1s}", 1)
+    assert "pause: b2" in text and "hosts:" in text
+    p = dest / "smoke-ansible.yaml"
+    p.write_text(text)
+    return p
+
+
+def _set_vars(hosts: SSHHosts) -> dict[str, str]:
+    return {**{f"{h}_addr": a for h, a in hosts.addresses.items()}, "key": str(hosts.key)}
+
+
+def test_smoke_across_three_hosts(ansible_env, tmp_path):
+    hosts = ansible_env
+    topo = spread_smoke(tmp_path)
+    (rd,) = api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"))
+    m = rd.manifest
+    plan = rd.plan()
+    assert m["provider"] == "ansible" and m["emulation"] == "userspace"
+    # processes really spread: every host ran nodes, at its own address
+    dep = rd.deployment()
+    assert {ep.host for ep in dep.endpoints.values()} == set(HOSTS)
+    for ep in dep.endpoints.values():
+        assert ep.data[0] == hosts.addresses[ep.host]
+    # faults on every host, all done on time
+    tl = m["timeline"]
+    assert tl and all(e["status"] == "done" for e in tl), tl
+    fault_hosts = {plan.nodes[t].host for e in tl for t in e["target"]}
+    assert fault_hosts == set(HOSTS)
+    assert {e["op"] for e in tl} >= {"crash", "restart", "pause", "resume", "stall", "cut"}
+    # clock offsets per host, with an uncertainty
+    offs = m["clock_offsets"]
+    assert set(offs) == set(HOSTS) and all(o["uncertainty_ns"] > 0 for o in offs.values())
+    # every process's log came back (the crashed one too) and the history checks pass
+    assert {p.stem for p in rd.logs_dir.glob("*.jsonl")} == set(plan.nodes)
+    checks = api.run_checks(rd)
+    assert {c["name"] for c in checks} >= {"no_duplicates", "filter_match", "fifo", "completeness"}
+    assert all(c["passed"] for c in checks), checks
+    # the nodes really crossed hosts: a subscriber on h2 got publications from h3's publisher
+    assert (rd.path / "hosts" / "h1.json").exists()
+    facts = json.loads((rd.path / "hosts" / "h2.json").read_text())
+    assert facts.get("ansible_hostname") == "h2"
+    # nothing left behind on the hosts, and no private key anywhere in the run directory
+    for h in HOSTS:
+        assert hosts.node_processes(h) == [], h
+        assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
+    secret = hosts.key.read_text().split("\n")[1]
+    for p in rd.path.rglob("*"):
+        if p.is_file():
+            assert secret not in p.read_text(errors="replace"), p
+
+
+def test_unknown_host_key_is_refused(ansible_env, tmp_path, monkeypatch):
+    hosts = ansible_env
+    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(tmp_path / "empty_known_hosts"))
+    (tmp_path / "empty_known_hosts").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts either
+    from testbed.errors import ProviderError
+
+    topo = spread_smoke(tmp_path)
+    with pytest.raises(ProviderError) as ei:
+        api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
+                analyze=False)
+    msg = str(ei.value)
+    assert "unreachable" in msg and all(h in msg for h in HOSTS), msg
+    for h in HOSTS:
+        assert hosts.node_processes(h) == []
+
+
+def test_up_inject_down_and_wipe(ansible_env, tmp_path):
+    """`testbed up` (background controller), a fault injected by hand, `down`, then `wipe`."""
+    from testbed.providers.ansible.provider import AnsibleProvider
+
+    hosts = ansible_env
+    topo = spread_smoke(tmp_path)
+    runs = str(tmp_path / "runs")
+    rd = api.up(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=runs, schedule=False)
+    st = api.status(rd.run_id, runs_dir=runs)
+    assert {n["state"] for n in st["nodes"]} == {"running"}
+    entries = api.inject("{crash: b4}", rd.run_id, runs_dir=runs)
+    assert entries[0]["status"] == "done", entries
+    states = {n["node"]: n["state"] for n in api.status(rd.run_id, runs_dir=runs)["nodes"]}
+    assert states["b4"] == "stopped" and states["b1"] == "running"
+    assert len([p for h in HOSTS for p in hosts.node_processes(h)]) == len(rd.plan().nodes) - 1
+    api.down(rd.run_id, runs_dir=runs)
+    assert {p.stem for p in rd.logs_dir.glob("*.jsonl")} == set(rd.plan().nodes)
+    for h in HOSTS:
+        assert hosts.node_processes(h) == [], h
+    assert hosts.exec(HOSTS[0], "ls", f"/home/{USER}/.testbed") != ""  # venv + code stay until wipe
+    removed = AnsibleProvider.wipe(lambda s: None)
+    assert len(removed) == len(HOSTS)
+    for h in HOSTS:
+        assert hosts.exec(h, "ls", "-a", f"/home/{USER}") .split().count(".testbed") == 0, h
