@@ -28,7 +28,8 @@ SHAPES = (0.901, 0.349)
 LABEL = {0.901: "0.901 (geographic)", 0.349: "0.349 (spray-and-diffuse)"}
 BW_RATE = {"quick": 1000, "paper": 5000}  # the rate point Figs 11-12 are drawn at
 CHECK_RUNS = {"reliable": {"ens": "reliable", "duration": "6s"},
-              "unreliable": {"ens": "unreliable", "duration": "6s", "loss": "3%", "retry": "500ms"}}
+              "unreliable": {"ens": "unreliable", "duration": "6s", "loss": "3%", "retry": "500ms",
+                             "ttl": "5ms", "jitter": "15ms", "reorder": "true"}}
 PAPER = {
     7: "at 10 topics/subscriber: about 46 (0.349) and 17 (0.901)",
     9: "0.901 below 0.349; < 300 ms with 0.901 up to 10000 events/s",
