@@ -27,7 +27,7 @@ from testbed.nodes.gryphon.cells import CellMap, bundle_pick, pubend_id
 from testbed.nodes.gryphon.filters import Summary, SubscriberIndex, Spec
 from testbed.nodes.gryphon.pubend import Pubend, PubendLog
 from testbed.nodes.gryphon.streams import (CuriousSet, KnowledgeStream, OStream, SubendStream,
-                                           project)
+                                           project, silence_before)
 from testbed.nodes.runtime.api import Node
 
 DEFAULTS = {
@@ -421,6 +421,10 @@ class GryphonBroker(Node):
             else:
                 out = project(o, new_f if not new_d else f, new_d, False) if (new_f or new_d) else None
             if out is not None:
+                if not rt and out[1]:
+                    # bracket the D with the silence of this edge since its previous D
+                    out[0].extend(silence_before(o, self.ist[pe], out[1][0][0]))
+                    o.last_d = max(o.last_d, out[1][-1][0])
                 self.send_down(pe, c, {"k": "km", "pe": pe, "f": _wire_f(out[0]),
                                        "d": [[t, m] for t, m in out[1]], "rt": rt})
         if len(self.subs):

@@ -140,14 +140,14 @@ class CuriousSet:
 class OStream:
     """``ostream[P, c]``: the filter edge to one downstream cell, its A prefix and C ticks."""
 
-    __slots__ = ("cell", "acked", "curious", "filter", "ackexp_sent")
+    __slots__ = ("cell", "acked", "curious", "filter", "last_d")
 
     def __init__(self, cell: str, match: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self.cell = cell
         self.acked = 0
         self.curious = IntervalSet()
         self.filter = match  # None: everything passes
-        self.ackexp_sent = 0
+        self.last_d = -1  # the latest D tick sent down this edge first-time
 
     def passes(self, m: dict[str, Any]) -> bool:
         return self.filter is None or self.filter(m.get("a") or {})
@@ -167,6 +167,27 @@ class OStream:
             if stop < end:
                 return stop
             t = end
+
+
+def silence_before(o: OStream, ist: KnowledgeStream, t: int) -> list[Interval]:
+    """The F ticks of this edge between the last D sent down it and ``t``: known ticks of the
+    istream that are silence or D filtered out for this cell (the "F" of ``F*DF*`` is the
+    silence since the previous D *of this ostream*, not of the pubend)."""
+    lo = max(o.last_d + 1, o.acked)
+    if lo >= t:
+        return []
+    out: list[Interval] = []
+    keep = [x for x in ist.d_in(lo, t) if o.passes(ist.data[x])]  # D for this cell: not F
+    for a, b in ist.known.intersect(lo, t):
+        cur = a
+        for x in keep:
+            if a <= x < b:
+                if x > cur:
+                    out.append((cur, x))
+                cur = x + 1
+        if cur < b:
+            out.append((cur, b))
+    return out
 
 
 def project(o: OStream, f: list[Interval], d: list[DTick], rt: bool) -> tuple[list[Interval], list[DTick]] | None:

@@ -271,8 +271,10 @@ def history_violations(events: list[dict[str, Any]], *, exclude_brokers: set[str
     for c in spec:
         if home.get(c) in exclude_brokers:
             continue
-        for pe in logged:
-            if (c, pe) not in got:
+        s = spec.get(c) or []
+        for pe, ticks in logged.items():
+            wanted = any(not s or all(p[1] == "eq" and k == p[2] for p in s) for k in ticks.values())
+            if wanted and (c, pe) not in got:
                 missing_streams += 1
     return {"duplicates": dup, "order": order, "gaps": gaps, "unpublished": unpublished,
             "missing_streams": missing_streams}

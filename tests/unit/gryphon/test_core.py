@@ -212,3 +212,19 @@ def test_filters_parse_summary_index():
     idx.add("c", (("k", ">", 5),))
     assert sorted(idx.match({"k": 1})) == ["a", "b"]
     assert sorted(idx.match({"k": 7})) == ["b", "c"]
+
+
+def test_silence_before_brackets_d_with_this_edges_silence():
+    from testbed.nodes.gryphon.streams import silence_before
+
+    k = KnowledgeStream()
+    k.accumulate([(0, 10), (11, 20), (21, 30)], [(10, m(1)), (20, m(2)), (30, m(1))])
+    o = OStream("c", match=lambda a: a.get("k") == 1)
+    o.last_d = 10
+    # D@20 is filtered out for this cell: F from 11 up to the next D of this cell at 30
+    assert silence_before(o, k, 30) == [(11, 30)]
+    k2 = KnowledgeStream()
+    k2.accumulate([(0, 10)], [(10, m(1)), (25, m(1)), (30, m(1))])  # 11..24, 26..29 unknown
+    assert silence_before(o, k2, 30) == []
+    o2 = OStream("c")
+    assert silence_before(o2, k2, 30) == [(0, 10)]  # D@10 and D@25 pass: not F

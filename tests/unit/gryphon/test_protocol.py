@@ -112,3 +112,22 @@ def test_broken_downstream_link_routes_sideways_then_upstream_switches(tmp_path)
     # link status tells p1 that b1 no longer reaches s1: p1 moves IB1 traffic to b2
     after = [e for e in sim.ev("g_route", node="p1", cell="ib1") if t_cut < e["t"] < t_cut + 5e9]
     assert after and {e["via"] for e in after} == {"b2"}
+
+
+def test_filtered_subscribers_get_gapless_streams_without_nacks(tmp_path):
+    from .harness import make_configs
+
+    nodes = {"p1": {"neighbors": []}, "s1": {"neighbors": ["p1"]}}
+    clients = {"pubs": {"role": "publisher", "count": 2, "attach": ["p1"], "rate_per_s": 100.0,
+                        "extra": {"attr_space": 20}},
+               "subs": {"role": "subscriber", "count": 3, "attach": ["s1"], "extra": {"filter_mod": 20}}}
+    sim = Sim(make_configs(nodes, clients, params={"gct": 0.2, "nrt": 0.6}, state_root=str(tmp_path)))
+    sim.start()
+    sim.run_until(T0)
+    sim.workload(5.0)
+    sim.run_until(T0 + 7.0)
+    assert history_violations(sim.events) == CLEAN
+    d = sim.ev("g_deliver")
+    assert len(d) == 3 * (2 * 500) // 20  # each subscriber gets 1/20 of the input
+    assert sim.ev("g_nack") == []  # filtered D ticks reach s1 as F bracketing the next D
+    assert max(e["t"] - e["pub_t"] for e in d) < 0.05e9
