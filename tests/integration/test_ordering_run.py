@@ -69,3 +69,23 @@ def test_spark_checks_and_metrics(runs):
     m = run_metrics(dict(ing), spark)
     assert m["n"] > 50 and m["size_mean"] >= 1 and m["latency_mean_ms"] > 0
     assert set(m["servers"]) == {"tm1", "tm2"}
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_reproduce_spark_path_reads_many_runs(runs):
+    """The multi-run Spark job of ``testbed reproduce ordering`` (metrics and checks per run)."""
+    from testbed.analysis.ordering.reproduce import spark_checks, spark_metrics
+    from testbed.analysis.session import spark_session
+
+    spark = spark_session()
+    dirs = {k: str(v) for k, v in runs.items()}
+    summary, bw = spark_metrics(spark, dirs)
+    for k in dirs:
+        assert summary[k]["n"] > 50 and summary[k]["throughput_per_s"] > 0
+        assert set(bw[k]) == {"tm1", "tm2"}
+    checks = spark_checks(spark, dirs)
+    props = {k: {r["property"]: r for r in v} for k, v in checks.items()}
+    assert props["reliable"]["tno"]["passed"] and props["reliable"]["completeness"]["passed"]
+    assert props["reliable"]["completeness"]["expected"] > 20
+    assert props["unreliable"]["ooo_tagging"]["passed"]
