@@ -3,7 +3,8 @@
 Filter text: predicates ``[attr,op,value]`` separated by commas, all of which
 must hold. ``op`` is one of ``eq`` ``=`` ``neq`` ``!=`` ``<`` ``<=`` ``>`` ``>=``
 ``isPresent`` ``str-prefix``; ``value`` is a number (``12``, ``-1.5e3``) or a
-quoted string (``'STOCK'`` or ``"STOCK"``). Semantics (PADRES-style, typed):
+quoted string (``'STOCK'`` or ``"STOCK"``; a backslash escapes the quote and
+itself: ``'O\\'Brien'``). Semantics (PADRES-style, typed):
 
 * a predicate on an attribute the publication does not carry is false;
 * a number value compares only with a number attribute (JSON booleans are not
@@ -87,10 +88,7 @@ def parse(text: str | None) -> tuple[Predicate, ...]:
         if i < n and s[i] == ",":
             i = ws(i + 1)
             if i < n and s[i] in "'\"":
-                q, j = s[i], s.find(s[i], i + 1)
-                if j < 0:
-                    raise err("unterminated string", i)
-                value, i = s[i + 1 : j], j + 1
+                value, i = _quoted(s, i, err)
             else:
                 m = _NUM.match(s, i)
                 if not m:
@@ -113,6 +111,22 @@ def parse(text: str | None) -> tuple[Predicate, ...]:
             if i >= n:
                 raise err("trailing ','", i)
     return tuple(out)
+
+
+def _quoted(s: str, i: int, err) -> tuple[str, int]:
+    """The string literal starting at s[i] (a quote); a backslash escapes the quote and itself."""
+    q, j, out = s[i], i + 1, []
+    while j < len(s):
+        c = s[j]
+        if c == "\\" and j + 1 < len(s) and s[j + 1] in (q, "\\"):
+            out.append(s[j + 1])
+            j += 2
+        elif c == q:
+            return "".join(out), j + 1
+        else:
+            out.append(c)
+            j += 1
+    raise err("unterminated string", i)
 
 
 def _kind(v: Any) -> str | None:

@@ -138,34 +138,51 @@ def events_of(parsed: DataFrame, et: EventType) -> DataFrame:
     )
 
 
-def with_time(events: DataFrame, nodes: DataFrame, offsets: DataFrame, t0_wall_ns: int) -> DataFrame:
+def with_time(events: DataFrame, nodes: dict[str, tuple[str | None, str | None]], offsets: dict[str, int],
+              t0_wall_ns: int) -> DataFrame:
     """Add host, site, t_corr and t_rel_s.
 
-    ``nodes`` is [node, host, site]; ``offsets`` is [host, offset_ns] (a host clock
-    ahead of the controller by ``offset_ns`` has ``t_corr = t - offset_ns``).
+    ``nodes`` maps node -> (host, site) (plan.json); ``offsets`` maps host -> offset_ns (a host
+    clock ahead of the controller by ``offset_ns`` has ``t_corr = t - offset_ns``). The small
+    lookups are literal maps in the expression: no join, no broadcast per event type.
     """
     cols = events.columns
+    host_of = _lit_map({n: h for n, (h, _) in nodes.items() if h is not None}, T.StringType())
+    site_of = _lit_map({n: s for n, (_, s) in nodes.items() if s is not None}, T.StringType())
+    off_of = _lit_map({h: int(o) for h, o in offsets.items()}, T.LongType())
+    host = host_of[F.col("node")]
     return (
-        events.join(nodes.select("node", "host", "site"), on="node", how="left")
-        .join(offsets.select("host", "offset_ns"), on="host", how="left")
-        .withColumn("t_corr", F.col("t") - F.coalesce(F.col("offset_ns"), F.lit(0)).cast("long"))
+        events.select(*cols)
+        .withColumn("host", host)
+        .withColumn("site", site_of[F.col("node")])
+        .withColumn("t_corr", F.col("t") - F.coalesce(off_of[F.col("host")], F.lit(0).cast("long")))
         .withColumn("t_rel_s", (F.col("t_corr") - F.lit(int(t0_wall_ns))).cast("double") / F.lit(1e9))
         .select(*cols, "host", "site", "t_corr", "t_rel_s")
     )
 
 
+def _lit_map(d: dict[str, Any], value_type: T.DataType):
+    if not d:
+        return F.create_map().cast(T.MapType(T.StringType(), value_type))
+    parts = []
+    for k, v in sorted(d.items()):
+        parts += [F.lit(k), F.lit(v).cast(value_type)]
+    return F.create_map(*parts)
+
+
 # -- plan / manifest helpers (plain Python) --------------------------------------------
-def node_rows(plan_dict: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
-    return [(name, n.get("host"), n.get("site")) for name, n in plan_dict.get("nodes", {}).items()]
+def node_places(plan_dict: dict[str, Any]) -> dict[str, tuple[str | None, str | None]]:
+    """plan.json nodes -> {node: (host, site)}."""
+    return {name: (n.get("host"), n.get("site")) for name, n in plan_dict.get("nodes", {}).items()}
 
 
-def offset_rows(manifest: dict[str, Any]) -> list[tuple[str, int]]:
-    """manifest clock_offsets {host: {"offset_ns": n, ...} | n} -> [(host, offset_ns)]."""
-    out = []
+def clock_offsets(manifest: dict[str, Any]) -> dict[str, int]:
+    """manifest clock_offsets {host: {"offset_ns": n, ...} | n} -> {host: offset_ns}."""
+    out = {}
     for host, v in (manifest.get("clock_offsets") or {}).items():
         off = v.get("offset_ns") if isinstance(v, dict) else v
         if off is not None:
-            out.append((str(host), int(off)))
+            out[str(host)] = int(off)
     return out
 
 
@@ -212,12 +229,9 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True) -> I
             t0, report.t0_source = int(row["t0"] or 0), "first event (manifest has no t0_wall_ns)"
         report.t0_wall_ns = int(t0)
 
-        known = {n for n, _, _ in node_rows(plan_dict)}
-        seen = {r["node"] for r in counts if r["ok"]}
-        report.unknown_nodes = sorted(seen - known)
-
-        nodes = spark.createDataFrame(node_rows(plan_dict), "node string, host string, site string")
-        offsets = spark.createDataFrame(offset_rows(manifest), "host string, offset_ns long")
+        nodes = node_places(plan_dict)
+        offsets = clock_offsets(manifest)
+        report.unknown_nodes = sorted({r["node"] for r in counts if r["ok"]} - set(nodes))
         out = Ingested()
         out.report = report
         pq_root = run / "analysis" / "parquet"

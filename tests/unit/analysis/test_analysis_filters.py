@@ -39,6 +39,8 @@ def test_parse_forms():
     assert parse(" [a , = , 'x y' ] , [b,>=,-1.5e2]") == (Predicate("a", "eq", "x y"), Predicate("b", ">=", -150.0))
     assert parse("[a,isPresent]") == (Predicate("a", "isPresent", None),)
     assert parse("[a,!=,3]")[0].op == "neq"
+    assert parse(r"[n,eq,'O\'Brien'],[p,str-prefix,'a\\b']") == (Predicate("n", "eq", "O'Brien"),
+                                                                  Predicate("p", "str-prefix", "a\\b"))
 
 
 @pytest.mark.parametrize("bad", ["[a,eq]", "[a,like,'x']", "a,eq,1", "[a,eq,'x'", "[a,eq,x]",
