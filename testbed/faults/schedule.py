@@ -165,9 +165,7 @@ class ScheduleRunner:
     # -- workload start ------------------------------------------------------------
     def start_workload(self, duration_s: float, lead_s: float = 0.5) -> None:
         """Tell every node to start the workload ``lead_s`` from now; fixes t0 on both clocks."""
-        warm_up = getattr(self.provider, "warm_up", None)
-        if warm_up is not None:  # e.g. ansible opens its per-host SSH sessions now, not at the first fault
-            warm_up(self.run)
+        self.provider.warm_up(self.run)  # e.g. ansible opens its per-host SSH sessions now
         self.duration_s = duration_s
         now_mono, now_wall = time.monotonic(), time.time_ns()
         self.t0_mono = now_mono + lead_s

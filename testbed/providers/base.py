@@ -97,6 +97,10 @@ class Provider(ABC):
     def logs_path(self, run: "RunDir", node: str) -> str:  # noqa: F821
         """A local path where the node's current log can be read (for ``testbed logs``)."""
 
+    def warm_up(self, run: "RunDir") -> None:  # noqa: F821
+        """Open what process faults will need (e.g. SSH sessions) before the schedule starts,
+        so no connection set-up sits on a fault's critical path. Default: nothing to open."""
+
     @classmethod
     @abstractmethod
     def wipe(cls, progress: Progress) -> list[str]:
