@@ -115,19 +115,21 @@ class AnsibleProvider(Provider):
         ssh_args = self._ssh_args()
         tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-up-"))
         try:
-            # 1. prepare: facts and free ports
+            # 1. prepare: the root, the virtualenv, facts and free ports
             t = time.monotonic()
+            bundle, digest = build_bundle(cache_dir())
+            state["digest"] = digest
             progress(f"prepare {len(hosts)} hosts")
             inv = render_inventory(plan, run.run_id, ssh_args)
-            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST)}, progress)
+            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest}, progress)
             state["timings"]["prepare_s"] = time.monotonic() - t
             facts: dict[str, dict[str, Any]] = {}
             for h in hosts:
-                probe = res.reports.get(h, {}).get("report probe", {}).get("json")
+                probe = res.reports.get(h, {}).get("report prepare", {}).get("json")
                 if not isinstance(probe, dict):
                     raise ProviderError("prepare reported no host facts", host=h)
                 facts[h] = probe
-                state["roots"][h] = f"{probe['home']}/{REMOTE_ROOT}"
+                state["roots"][h] = probe["root"]
             run.save_state(state)
             hostvars = {h: {"tb_root": state["roots"][h]} for h in hosts}
 
@@ -155,11 +157,8 @@ class AnsibleProvider(Provider):
             deployment = Deployment(run.run_id, self.name, emulation, lay.endpoints, extra)
             run.write("deployment.json", deployment.to_dict())
 
-            # 3. deploy the node bundle
+            # 3. deploy the node bundle (once per code version)
             t = time.monotonic()
-            bundle, digest = build_bundle(cache_dir())
-            state["digest"] = digest
-            run.save_state(state)
             inv = render_inventory(plan, run.run_id, ssh_args, hostvars)
             run_playbook("deploy", inv, {"tb_bundle": str(bundle), "tb_digest": digest}, progress)
             state["timings"]["deploy_s"] = time.monotonic() - t

@@ -144,7 +144,7 @@ def run_playbook(name: str, inventory: str, extravars: dict[str, Any], progress:
             "ANSIBLE_RETRY_FILES_ENABLED": "False",
             "ANSIBLE_NOCOLOR": "True",
             "ANSIBLE_LOCAL_TEMP": os.path.join(tmp, "tmp"),
-            "ANSIBLE_PYTHON_INTERPRETER": "auto_silent",
+            "ANSIBLE_PYTHON_INTERPRETER": "python3",  # no discovery round trips
             "ANSIBLE_DEPRECATION_WARNINGS": "False",
         }
         r = ansible_runner.run(

@@ -10,8 +10,13 @@ Layout under ``--root`` (default ``~/.testbed``)::
 
 Commands (each prints one JSON object on stdout):
 
+    prepare [--ports N] [--digest D]
+                         the root's directories (0700), the virtualenv (--system-site-packages,
+                         --without-pip), then what ``probe`` says
     probe [--ports N]    host facts: python, msgpack, tc, docker, sch_netem, clock, N free TCP ports
-    start RUN NODE...    start each node detached (own session), write its pid file; {node: pid}
+    start RUN [--configs TAR] NODE...
+                         unpack the node configs (plain file names only), start each node detached
+                         (own session), write its pid file; {node: pid}
     stop RUN             SIGCONT+SIGTERM, then SIGKILL, every process of the run; remove nothing
     remove RUN           stop, then delete runs/<run id>
     pack RUN             tar.gz the run's logs to runs/<run id>/logs.tgz; its path
@@ -198,6 +203,37 @@ def probe(ports: int) -> dict:
     return out
 
 
+def prepare(host: Host, ports: int, digest: str | None) -> dict:
+    if sys.version_info < (3, 11):
+        raise SystemExit(f"tbhost: python3 >= 3.11 is needed, this host has {sys.version.split()[0]}")
+    for d in ("", "bin", "code", "runs") + ((f"code/{_safe(digest)}",) if digest else ()):
+        os.makedirs(os.path.join(host.root, d), mode=0o700, exist_ok=True)
+    os.chmod(host.root, 0o700)
+    venv = os.path.join(host.root, "venv")
+    if not os.path.exists(os.path.join(venv, "bin", "python")):
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv],
+                       check=True, stdout=subprocess.DEVNULL)
+    out = probe(ports)
+    out["root"] = host.root
+    out["venv"] = os.path.join(venv, "bin", "python")
+    return out
+
+
+def unpack_configs(host: Host, run: str, tar_path: str) -> None:
+    rd = host.run_dir(run)
+    for d in ("configs", "logs", "state", "pids"):
+        os.makedirs(os.path.join(rd, d), mode=0o700, exist_ok=True)
+    with tarfile.open(tar_path) as tf:
+        for m in tf.getmembers():
+            if not m.isfile() or "/" in m.name or not m.name.endswith(".json"):
+                continue
+            _safe(m.name[:-5])
+            f = tf.extractfile(m)
+            with open(os.path.join(rd, "configs", m.name), "wb") as out:
+                out.write(f.read() if f else b"")
+    os.unlink(tar_path)
+
+
 def agent(host: Host, run: str) -> None:
     """Process faults, one request a line; the connection was opened before the schedule started."""
     for line in sys.stdin:
@@ -254,8 +290,12 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("probe")
     p.add_argument("--ports", type=int, default=0)
+    p = sub.add_parser("prepare")
+    p.add_argument("--ports", type=int, default=0)
+    p.add_argument("--digest", default=None)
     p = sub.add_parser("start")
     p.add_argument("run")
+    p.add_argument("--configs", default=None)
     p.add_argument("nodes", nargs="*")
     for c in ("stop", "remove", "pack", "agent"):
         sub.add_parser(c).add_argument("run")
@@ -264,7 +304,11 @@ def main(argv: list[str]) -> int:
     host = Host(a.root, a.code)
     if a.cmd == "probe":
         _out(probe(a.ports))
+    elif a.cmd == "prepare":
+        _out(prepare(host, a.ports, a.digest))
     elif a.cmd == "start":
+        if a.configs:
+            unpack_configs(host, a.run, a.configs)
         _out({n: host.spawn(a.run, _safe(n)) for n in a.nodes})
     elif a.cmd == "stop":
         _out({"stopped": host.stop(a.run)})
