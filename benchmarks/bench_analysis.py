@@ -50,7 +50,8 @@ def main() -> None:
             def progress(line: str) -> None:
                 m = re.match(r"(\w+)(?: (\w+))?:.*?([\d.]+) s(?: total)?\)", line)
                 if m:
-                    phases[m.group(2) or m.group(1)] = float(m.group(3))
+                    name = m.group(2) or m.group(1)
+                    phases["total" if name == "report" else name] = float(m.group(3))
 
             t = time.monotonic()
             res = analyze(syn.path, spark=spark, progress=progress)

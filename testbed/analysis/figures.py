@@ -70,7 +70,11 @@ def latency_cdf(metrics: dict[str, Any], out: Path) -> Path | None:
         qs = c["quantiles"]
         probs = [i / (len(qs) - 1) for i in range(len(qs))]
         ax.plot(qs, probs, label=f"{c['pub_site']} \u2192 {c['sub_site']}", linewidth=1.6)
-    ax.set_xlabel("delivery latency (ms)")
+    lo = min((q for c in curves for q in c["quantiles"] if q is not None and q > 0), default=1.0)
+    hi = max((q for c in curves for q in c["quantiles"] if q is not None), default=1.0)
+    if hi / lo > 50:  # long tails (faults): a log axis keeps the body of the distribution readable
+        ax.set_xscale("log")
+    ax.set_xlabel("delivery latency (ms)" + (", log scale" if hi / lo > 50 else ""))
     ax.set_ylabel("fraction of deliveries")
     ax.set_ylim(0, 1.01)
     ax.set_title("Delivery latency CDF by site pair (publisher \u2192 subscriber)")
