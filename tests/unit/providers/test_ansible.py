@@ -1,0 +1,138 @@
+"""The ansible provider's pure parts (inventory, layout, bundle, log unpacking, host helper)
+and the playbook runner's typed error against a real closed port (real ansible-playbook)."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.errors import ProviderError
+from testbed.providers.ansible import bundle, inventory
+from testbed.providers.ansible.provider import _extract_logs
+from testbed.providers.ansible.runner import HostsUnreachable, PlaybookError, run_playbook, ssh_common_args
+from testbed.topology.plan import HostPlan, NodePlan, Plan
+
+TBHOST = Path(bundle.TBHOST)
+
+
+def _plan(hosts: dict[str, HostPlan], placement: dict[str, str]) -> Plan:
+    nodes = {n: NodePlan(n, "node", "broker", "s", h) for n, h in placement.items()}
+    return Plan("p", "pubsub", "ansible", 1.0, 0, ("s",), hosts, nodes, {}, ())
+
+
+def test_inventory_quotes_every_value_and_keeps_only_the_key_path():
+    hosts = {
+        "yes": HostPlan("yes", address="10.0.0.1", user="u: x", port=2222, key="/k/id ed25519"),
+        "h2": HostPlan("h2", address="host-2.example", user=None),
+    }
+    plan = _plan(hosts, {"a": "yes", "b": "h2", "c": "yes"})
+    text = inventory.render_inventory(plan, "run-1", ssh_common_args(["/kh/one", "/kh/two"]),
+                                      {"yes": {"tb_root": "/home/u/.testbed"}})
+    inv = yaml.safe_load(text)["all"]
+    assert set(inv["hosts"]) == {"yes", "h2"}  # "yes" stays a string, not a boolean
+    h = inv["hosts"]["yes"]
+    assert h["ansible_host"] == "10.0.0.1" and h["ansible_port"] == 2222 and h["ansible_user"] == "u: x"
+    assert h["ansible_ssh_private_key_file"] == "/k/id ed25519"
+    assert h["tb_nodes"] == ["a", "c"] and h["tb_root"] == "/home/u/.testbed"
+    assert "ansible_user" not in inv["hosts"]["h2"] and inv["hosts"]["h2"]["tb_nodes"] == ["b"]
+    assert "StrictHostKeyChecking=yes" in inv["vars"]["ansible_ssh_common_args"]
+    assert "'UserKnownHostsFile=/kh/one /kh/two'" in inv["vars"]["ansible_ssh_common_args"]
+
+
+def test_hosts_without_address_are_refused_by_name():
+    plan = _plan({"h1": HostPlan("h1", address=None)}, {"a": "h1"})
+    with pytest.raises(ProviderError, match="host h1: .*address"):
+        inventory.plan_hosts(plan)
+
+
+def test_layout_uses_the_host_address_and_two_free_ports_per_node():
+    hosts = {"h1": HostPlan("h1", address="10.0.0.1"), "h2": HostPlan("h2", address="10.0.0.2")}
+    plan = _plan(hosts, {"a": "h1", "b": "h2", "c": "h1"})
+    lay = inventory.layout(plan, {"h1": [5000, 5001, 5002, 5003], "h2": [6000, 6001]})
+    assert list(lay.endpoints) == ["a", "b", "c"]
+    assert lay.endpoints["a"].data == ("10.0.0.1", 5000) and lay.endpoints["a"].control == ("10.0.0.1", 5001)
+    assert lay.endpoints["c"].data == ("10.0.0.1", 5002)
+    assert lay.peers()["b"] == ("10.0.0.2", 6000)
+    with pytest.raises(ProviderError, match="host h2: needs 2 free ports"):
+        inventory.layout(plan, {"h1": [1, 2, 3, 4], "h2": [7]})
+
+
+def test_bundle_holds_the_node_package_only_and_is_deterministic(tmp_path):
+    p1, d1 = bundle.build_bundle(tmp_path / "a")
+    p2, d2 = bundle.build_bundle(tmp_path / "b")
+    assert d1 == d2 and p1.read_bytes() == p2.read_bytes()
+    with tarfile.open(p1) as tf:
+        names = set(tf.getnames())
+    assert {"testbed/__init__.py", "testbed/nodes/__main__.py", "tbhost.py", "vendor/msgpack/fallback.py"} <= names
+    assert not any(n.startswith(("testbed/providers", "testbed/analysis")) or n == "testbed/api.py" for n in names)
+    assert not any(n.endswith(".so") for n in names)
+
+
+def _tgz(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_collected_logs_are_unpacked_by_plain_name_only(tmp_path):
+    tgz = tmp_path / "h1.tgz"
+    tgz.write_bytes(_tgz({"logs/b1.jsonl": b'{"ev":1}\n', "logs/../../evil": b"x", "/etc/passwd": b"x",
+                          "logs/sub/x.jsonl": b"x", "other/b2.jsonl": b"x"}))
+    dest = tmp_path / "logs"
+    dest.mkdir()
+    assert _extract_logs(tgz, dest) == 1
+    assert [p.name for p in dest.iterdir()] == ["b1.jsonl"]
+    assert _extract_logs(tmp_path / "missing.tgz", dest) == 0
+
+
+def _tbhost(*args: str, root: Path) -> dict:
+    r = subprocess.run([sys.executable, str(TBHOST), "--root", str(root), *args], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_host_helper_prepares_a_root_and_reports_facts(tmp_path):
+    root = tmp_path / "root"
+    out = _tbhost("prepare", "--ports", "4", "--digest", "abc123", root=root)
+    assert out["root"] == str(root) and Path(out["venv"]).exists()
+    assert (root / "code" / "abc123").is_dir() and oct(root.stat().st_mode & 0o777) == "0o700"
+    assert len(set(out["ports"])) == 4 and isinstance(out["sch_netem"], bool) and out["msgpack"] is True
+    # configs: plain .json names only; the tar is consumed
+    tar = tmp_path / "c.tar"
+    bundle.tar_files(tar, {"b1.json": b"{}", "../x.json": b"{}", "a b.json": b"{}"})
+    r = subprocess.run([sys.executable, str(TBHOST), "--root", str(root), "start", "--configs", str(tar), "run-1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "bad name" in r.stderr  # "a b" is refused before anything runs
+    assert not (root / "runs" / "run-1" / "configs" / "x.json").exists()
+    assert _tbhost("remove", "run-1", root=root)["stopped"] == []
+    assert not (root / "runs" / "run-1").exists()
+    assert _tbhost("wipe", root=root)["removed"] == str(root) and not root.exists()
+
+
+def test_playbook_failure_names_the_unreachable_host(tmp_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    plan = _plan({"h9": HostPlan("h9", address="127.0.0.1", port=port, user="nobody")}, {"a": "h9"})
+    inv = inventory.render_inventory(plan, "run-x", ssh_common_args([str(tmp_path / "kh")]))
+    lines: list[str] = []
+    with pytest.raises(HostsUnreachable) as ei:
+        run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": "d"}, lines.append, timeout=60)
+    e = ei.value
+    assert isinstance(e, PlaybookError) and isinstance(e, ProviderError)
+    assert set(e.unreachable) == {"h9"} and e.host == "h9" and "unreachable: h9" in str(e)
+    assert lines and lines[0].startswith("prepare: ")  # per-task progress was streamed
