@@ -73,6 +73,13 @@ class AnalysisContext:
                 return float(v)
         return float(self.plan.get("duration_s", 0.0))
 
+    def release(self) -> None:
+        """Unpersist every DataFrame a phase cached in ``results`` (alone or in a tuple/list)."""
+        for v in self.results.values():
+            for x in v if isinstance(v, (tuple, list)) else (v,):
+                if isinstance(x, DataFrame) and x.is_cached:
+                    x.unpersist()
+
     def windows_df(self) -> DataFrame:
         """[fault, lo, hi, source]: attribution windows (planned U actual, widened by the fault margin)."""
         rows = []

@@ -141,6 +141,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
                            checks=checks_d, metrics=metrics, figures=figs, out_dir=out)
         report = out / "report.md"
         report.write_text(md)
+        ctx.release()
         res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start)
         progress(f"report: {report} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
                  f"{res.seconds:.1f} s total)")
