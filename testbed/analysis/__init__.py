@@ -1,7 +1,31 @@
 """Spark analysis of a run directory: ingest, history checks, metrics, figures, report.
 
 Entry point: :func:`testbed.analysis.job.analyze` (re-exported here lazily so
-``import testbed.analysis`` does not import pyspark).
+``import testbed.analysis`` does not import pyspark)::
+
+    analyze(run_dir, *, spark_master=None, progress=print, spark=None,
+            settle_s=None, travel_margin_s=None, fault_margin_s=None) -> AnalysisResult
+
+Layout (each module's docstring has the details):
+
+    session.py    spark_session(): one quiet local[2] session per analysis
+    ingest.py     logs/*.jsonl -> typed DataFrames + analysis/parquet/<ev>/ (schemas from the event registry)
+    timeline.py   fault windows, planned vs actual (manifest timeline + injected faults)
+    context.py    AnalysisContext: what checks/metrics/figures see (history + plan + manifest)
+    filters.py    an independent content-based filter evaluator (Python and Spark)
+    checks/       CHECKS = {protocol: [check(ctx) -> CheckResult]}; checks/<protocol>.py found by name
+    metrics.py    latency per site pair, delivered rate, per-fault counts
+    figures.py    generic figures + FIGURES registry (@register_figure("<protocol>"))
+    report.py     report.md, checks.json, metrics.json
+    job.py        analyze(): the phases in order
+    synthetic.py  a synthetic pub/sub run directory (tests, benchmarks, trying things out)
+
+Extending for a protocol ``p``: put checks in ``checks/p.py`` as ``CHECKS = [...]``
+(each ``fn(ctx) -> CheckResult``, typically ``summarize(name, description,
+violations_df, ...)``), and figures in any module of the package
+``testbed/analysis/p/`` decorated with ``@register_figure("p")``; every module of
+that package is imported when a ``p`` run is analysed. Read events with
+``ctx.df("<ev>")`` (an empty, typed DataFrame when the run has none).
 """
 
 
