@@ -157,6 +157,8 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     assert {p.stem for p in rd.logs_dir.glob("*.jsonl")} == set(rd.plan().nodes)
     for h in HOSTS:
         assert hosts.node_processes(h) == [], h
+        assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
+    AnsibleProvider().down(rd, lambda s: None)  # idempotent
     assert hosts.exec(HOSTS[0], "ls", f"/home/{USER}/.testbed") != ""  # venv + code stay until wipe
     removed = AnsibleProvider.wipe(lambda s: None)
     assert len(removed) == len(HOSTS)

@@ -155,6 +155,9 @@ class AnsibleProvider(Provider):
                      "emulation_reason": "ansible provider: userspace emulation per destination "
                                          "(kernel tc netem path not implemented)"}
             deployment = Deployment(run.run_id, self.name, emulation, lay.endpoints, extra)
+            run.update_manifest(hosts_sch_netem=netem, hosts_facts={
+                h: {k: f.get(k) for k in ("hostname", "kernel", "python", "msgpack", "tc", "docker_engine")}
+                for h, f in facts.items()})
             run.write("deployment.json", deployment.to_dict())
 
             # 3. deploy the node bundle (once per code version)
@@ -315,12 +318,17 @@ class AnsibleProvider(Provider):
         if not state.get("roots"):
             progress("prepare did not finish: nothing was started")
             return
-        self._graceful(run)
-        try:
-            self.collect(run, progress)
-        except ProviderError as e:
-            progress(f"collect before down failed: {e}")
+        if not state.get("removed"):
+            self._graceful(run)
+            try:
+                self.collect(run, progress)
+            except ProviderError as e:
+                progress(f"collect before down failed: {e}")
         res = run_playbook("teardown", self._inventory(run.run_id, state), {}, progress)
+        with run.locked():
+            st = run.state
+            st["removed"] = True
+            run.save_state(st)
         stopped = sum(len((r.get("report remove", {}).get("json") or {}).get("stopped", []))
                       for r in res.reports.values())
         progress(f"run removed from {len(state['hosts'])} hosts ({stopped} processes had to be stopped)")
