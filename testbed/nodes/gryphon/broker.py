@@ -85,6 +85,7 @@ class GryphonBroker(Node):
         self.subs = SubscriberIndex()
         self.client_proc: dict[str, str] = {}
         self.local_summary = Summary([])
+        self.summary_dirty = False
         self.last_sender: dict[str, str] = {}
         self.ack_sent: dict[str, int] = {}
         self.heard: dict[str, float] = {}
@@ -197,6 +198,9 @@ class GryphonBroker(Node):
 
     def _link_status(self) -> None:
         now = self.now()
+        if self.summary_dirty:
+            self.summary_dirty = False
+            self.local_summary = self.subs.summary()
         for n in self.peers:
             if n in self.alive and now - self.heard.get(n, 0.0) > self.p["link_timeout"]:
                 self.alive.discard(n)
@@ -570,7 +574,7 @@ class GryphonBroker(Node):
         spec: Spec = tuple(tuple(p) for p in msg.get("f") or ())
         self.client_proc[c] = src
         self.subs.add(c, spec)
-        self.local_summary = self.subs.summary()
+        self.summary_dirty = True  # rebuilt once per link status round, not per subscription
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
