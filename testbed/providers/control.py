@@ -100,3 +100,23 @@ class Controls:
         for n in list(self._clients):
             self._drop(n)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def shutdown_nodes(run, nodes=None, timeout: float = 2.0) -> None:
+    """Ask nodes (default: all of the run) for a graceful shutdown over their control channels.
+
+    Best effort: a run without a deployment, or a node that does not answer, is left to the
+    provider's harder means (signals, ``docker kill``). Every provider's ``down`` starts here.
+    """
+    from testbed.errors import RunError
+
+    try:
+        deployment = run.deployment()
+    except RunError:
+        return
+    targets = [n for n in (nodes if nodes is not None else deployment.endpoints) if n in deployment.endpoints]
+    controls = Controls(deployment, timeout=timeout)
+    try:
+        controls.call_many((n, "shutdown", {}) for n in targets)
+    finally:
+        controls.close()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from testbed.errors import ProviderError
+from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
 from testbed.runs.rundir import RunDir, write_json_atomic
@@ -475,7 +476,7 @@ class DockerProvider(Provider):
                 _quiet(client.api.unpause, s["id"])
         live = [n for n, s in states.items() if s["state"] in ("running", "paused")]
         if live:
-            self._graceful(run, live)
+            shutdown_nodes(run, live)
             self._wait_exit(client, run.run_id, 3.0)
         if st.get("remote"):
             try:
@@ -484,21 +485,6 @@ class DockerProvider(Provider):
                 progress(f"collect failed: {_err(e)}")
         removed = remove_labeled(client, {LABEL_RUN: run.run_id}, settle_s=0.2)
         progress(f"removed {len(removed)} docker resources of {run.run_id}")
-
-    def _graceful(self, run: RunDir, nodes: list[str]) -> None:
-        try:
-            deployment = run.deployment()
-        except Exception:
-            return
-        from testbed.providers.control import Controls
-
-        controls = Controls(deployment, timeout=2.0)
-        try:
-            controls.call_many((n, "shutdown", {}) for n in nodes if n in deployment.endpoints)
-        except Exception:
-            pass
-        finally:
-            controls.close()
 
     @staticmethod
     def _wait_exit(client: Any, run_id: str, timeout: float) -> None:

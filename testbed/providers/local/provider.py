@@ -20,6 +20,7 @@ from pathlib import Path
 
 from testbed.errors import ProviderError
 from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
+from testbed.providers.control import Controls, shutdown_nodes
 from testbed.render.node_config import render_node_config
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
@@ -150,8 +151,6 @@ class LocalProvider(Provider):
             endpoints[n].handle = str(pid)
         run.save_state(state)
         run.write("deployment.json", deployment.to_dict())
-        from testbed.providers.control import Controls
-
         controls = Controls(deployment)
         try:
             controls.wait_ready(names, START_TIMEOUT_S, alive=lambda n: self._dead_reason(run, n, state))
@@ -249,7 +248,7 @@ class LocalProvider(Provider):
         if live:
             for p in live:
                 _kill(p, signal.SIGCONT)  # a paused node cannot shut down
-            self._graceful(run, [pids[p] for p in live])
+            shutdown_nodes(run, [pids[p] for p in live])
             live = _wait_gone(live, 3.0)
             for p in live:
                 _kill(p, signal.SIGTERM)
@@ -260,19 +259,6 @@ class LocalProvider(Provider):
             if live:
                 raise ProviderError(f"processes survived SIGKILL: {live}")
         progress(f"stopped {len(pids)} node processes" if pids else "no node process was running")
-
-    def _graceful(self, run: RunDir, nodes: list[str]) -> None:
-        try:
-            deployment = run.deployment()
-        except Exception:
-            return
-        from testbed.providers.control import Controls
-
-        controls = Controls(deployment, timeout=2.0)
-        try:
-            controls.call_many((n, "shutdown", {}) for n in nodes if n in deployment.endpoints)
-        finally:
-            controls.close()
 
     @classmethod
     def wipe(cls, progress: Progress) -> list[str]:
