@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -145,14 +146,29 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     hosts = ansible_env
     topo = spread_smoke(tmp_path)
     runs = str(tmp_path / "runs")
-    rd = api.up(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=runs, schedule=False)
+    rd = api.up(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=runs)  # background schedule
     st = api.status(rd.run_id, runs_dir=runs)
     assert {n["state"] for n in st["nodes"]} == {"running"}
+    deadline = time.monotonic() + 60
+    while rd.manifest.get("status") != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)  # the controller started the workload (every node must be up for that)
+    assert rd.manifest.get("status") == "running", (rd.path / "controller.log").read_text()
     entries = api.inject("{crash: b4}", rd.run_id, runs_dir=runs)
     assert entries[0]["status"] == "done", entries
     states = {n["node"]: n["state"] for n in api.status(rd.run_id, runs_dir=runs)["nodes"]}
     assert states["b4"] == "stopped" and states["b1"] == "running"
     assert len([p for h in HOSTS for p in hosts.node_processes(h)]) == len(rd.plan().nodes) - 1
+    # the background controller (a fresh provider: agents opened by warm_up) fires the
+    # schedule's process faults on the hosts: crash b3 at 12 s, restart at 14 s
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        tl = rd.manifest.get("timeline", [])
+        if tl and all(e["status"] != "pending" for e in tl if e["planned_s"] <= 14.0):
+            break
+        time.sleep(0.5)
+    early = [e for e in rd.manifest["timeline"] if e["planned_s"] <= 14.0]
+    assert {e["op"] for e in early} >= {"crash", "restart", "pause", "resume"}
+    assert all(e["status"] == "done" for e in early), early
     api.down(rd.run_id, runs_dir=runs)
     assert {p.stem for p in rd.logs_dir.glob("*.jsonl")} == set(rd.plan().nodes)
     for h in HOSTS:
