@@ -186,12 +186,12 @@ class AnsibleProvider(Provider):
         t = time.monotonic()
         from testbed.providers.control import Controls
 
+        self.warm_up(run)
         controls = Controls(deployment)
         try:
-            controls.wait_ready(list(plan.nodes), START_TIMEOUT_S)
+            controls.wait_ready(list(plan.nodes), START_TIMEOUT_S, alive=self._dead_check(run, state))
         finally:
             controls.close()
-        self.warm_up(run)
         state["timings"]["ready_s"] = time.monotonic() - t
         run.save_state(state)
         deployment.extra["timings"] = state["timings"]
@@ -225,6 +225,24 @@ class AnsibleProvider(Provider):
             a = HostAgent(host, rec, known_hosts_files(), argv)
             self._agents[key] = a
             return a
+
+    def _dead_check(self, run: RunDir, state: dict[str, Any]):
+        """``alive(node) -> reason | None`` for wait_ready: asks each host's agent at most every 0.5 s."""
+        cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+        def dead(node: str) -> str | None:
+            host = state["node_hosts"][node]
+            at, nodes = cache.get(host, (0.0, {}))
+            if time.monotonic() - at > 0.5:
+                nodes = self._agent(run, host, state).call("status").get("nodes", {})
+                cache[host] = (time.monotonic(), nodes)
+            info = nodes.get(node)
+            if info is None or info.get("state") is not None:
+                return None
+            tail = self._agent(run, host, state).call("tail", node=node).get("lines") or []
+            return (tail[-1] if tail else "no output") + f" (stderr on {host}: ~/.testbed/runs/{run.run_id}/logs)"
+
+        return dead
 
     def close_agents(self, run_id: str | None = None) -> None:
         with self._agent_lock:

@@ -136,3 +136,41 @@ def test_playbook_failure_names_the_unreachable_host(tmp_path):
     assert isinstance(e, PlaybookError) and isinstance(e, ProviderError)
     assert set(e.unreachable) == {"h9"} and e.host == "h9" and "unreachable: h9" in str(e)
     assert lines and lines[0].startswith("prepare: ")  # per-task progress was streamed
+
+
+def test_host_agent_reports_a_node_that_died_with_its_stderr(tmp_path):
+    """The agent protocol, locally: spawn a node with a broken config, see it gone, read why."""
+    root = tmp_path / "root"
+    code = str(Path(__file__).resolve().parents[3])  # holds testbed/
+    cfg_dir = root / "runs" / "run-1" / "configs"
+    cfg_dir.mkdir(parents=True)
+    (cfg_dir / "b1.json").write_text("{}")  # no required key: the node exits at once
+    p = subprocess.Popen([sys.executable, str(TBHOST), "--root", str(root), "--code", code, "agent", "run-1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def call(**req):
+        p.stdin.write(json.dumps(req) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    try:
+        assert call(id=1, op="ping")["ok"]
+        pid = call(id=2, op="spawn", node="b1")["pid"]
+        assert (root / "runs" / "run-1" / "pids" / "b1.pid").read_text() == str(pid)
+        for _ in range(200):
+            st = call(id=3, op="status")["nodes"]["b1"]
+            if st["state"] is None:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert st == {"pid": pid, "state": None}
+        assert call(id=4, op="signal", node="b1", sig="KILL") == {"id": 4, "ok": False,
+                                                                  "error": "the node is not running"}
+        tail = call(id=5, op="tail", node="b1")["lines"]
+        assert tail and "b1.json" in " ".join(tail)
+        assert call(id=6, op="spawn", node="../x")["ok"] is False
+        assert call(id=7, op="nonsense")["ok"] is False
+    finally:
+        p.stdin.close()
+        assert p.wait(timeout=10) == 0  # EOF ends the agent

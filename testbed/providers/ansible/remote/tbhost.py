@@ -23,7 +23,7 @@ Commands (each prints one JSON object on stdout):
     wipe                 stop every run, delete the whole root
     agent RUN            a request loop on stdin/stdout (one JSON object a line) for process faults:
                          {"op": "signal", "node", "sig": "KILL|STOP|CONT|TERM"}, {"op": "spawn", "node"},
-                         {"op": "status"}, {"op": "ping"}; replies {"ok": bool, ...}. Exits on EOF.
+                         {"op": "status"}, {"op": "tail", "node"} (last stderr lines), {"op": "ping"}; replies {"ok": bool, ...}. Exits on EOF.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _out(obj) -> None:
 def _safe(name: str) -> str:
     """Names come from the plan ([a-z][a-z0-9-]*, run ids add digits and -); refuse anything else."""
     if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
-        raise SystemExit(f"tbhost: bad name {name!r}")
+        raise ValueError(f"bad name {name!r}")
     return name
 
 
@@ -264,6 +264,15 @@ def agent(host: Host, run: str) -> None:
                     _out({"id": rid, "ok": False, "error": "the node is still running"})
                     continue
                 _out({"id": rid, "ok": True, "pid": host.spawn(run, node)})
+            elif op == "tail":
+                node = _safe(req["node"])
+                path = os.path.join(host.run_dir(run), "logs", node + ".stderr")
+                lines = []
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        f.seek(max(0, os.path.getsize(path) - 4096))
+                        lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+                _out({"id": rid, "ok": True, "lines": lines[-3:]})
             elif op == "status":
                 states = {}
                 pids_dir = os.path.join(host.run_dir(run), "pids")
@@ -334,4 +343,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ValueError as e:
+        print(f"tbhost: {e}", file=sys.stderr)
+        sys.exit(2)
