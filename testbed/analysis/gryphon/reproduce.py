@@ -266,10 +266,16 @@ def _fault_fig(fig_no: int, rd: RunData, out: Path, title: str) -> tuple[pd.Data
     return lat, nk
 
 
-def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float) -> float:
-    """Seconds from the fault to the receive time of the last abnormal (> NORMAL_MS) delivery at ``shb``."""
-    s = lat[(lat["broker"] == shb) & (lat["recv_s"] >= t_fault) & (lat["lat_ms"] > NORMAL_MS)]
-    return float(s["recv_s"].max() - t_fault) if len(s) else 0.0
+def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float, window: int = 25) -> float:
+    """Seconds from the fault until deliveries at ``shb`` are back to normal for good: the last
+    receive time at which the rolling median latency (``window`` deliveries, so one stray slow
+    delivery on a loaded machine does not count) is above NORMAL_MS."""
+    s = lat[(lat["broker"] == shb) & (lat["recv_s"] >= t_fault)].sort_values("recv_s")
+    if not len(s):
+        return 0.0
+    med = s["lat_ms"].rolling(window, min_periods=1).median()
+    bad = s["recv_s"][med > NORMAL_MS]
+    return float(bad.max() - t_fault) if len(bad) else 0.0
 
 
 def _nacks_of(nk: pd.DataFrame, node: str) -> pd.DataFrame:
