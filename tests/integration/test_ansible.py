@@ -115,6 +115,7 @@ def test_smoke_across_three_hosts(ansible_env, tmp_path):
     # nothing left behind on the hosts, and no private key anywhere in the run directory
     for h in HOSTS:
         assert hosts.node_processes(h) == [], h
+        assert "tbhost.py" not in hosts.exec(h, "ps", "-eo", "args"), h  # agent sessions ended
         assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
     secret = hosts.key.read_text().split("\n")[1]
     for p in rd.path.rglob("*"):
@@ -174,6 +175,7 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     for h in HOSTS:
         assert hosts.node_processes(h) == [], h
         assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
+        assert "tbhost.py" not in hosts.exec(h, "ps", "-eo", "args"), h
     AnsibleProvider().down(rd, lambda s: None)  # idempotent
     assert hosts.exec(HOSTS[0], "ls", f"/home/{USER}/.testbed") != ""  # venv + code stay until wipe
     removed = AnsibleProvider.wipe(lambda s: None)

@@ -278,6 +278,15 @@ class AnsibleProvider(Provider):
     def status(self, run: RunDir) -> list[NodeStatus]:
         state = run.state
         nodes = list(run.plan().nodes)
+        had = set(self._agents)
+        try:
+            return self._status(run, state, nodes)
+        finally:
+            with self._agent_lock:  # sessions opened only for this call are closed again
+                for key in set(self._agents) - had:
+                    self._agents.pop(key).close()
+
+    def _status(self, run: RunDir, state: dict[str, Any], nodes: list[str]) -> list[NodeStatus]:
         by_host: dict[str, dict[str, Any]] = {}
         errors: dict[str, str] = {}
         for rec in state.get("hosts", []):

@@ -109,7 +109,23 @@ class Host:
                     found[int(e)] = args[3]
         return found
 
+    def agents(self, run: str | None) -> list[int]:
+        """Other ``tbhost.py ... agent RUN`` processes of this root (of one run, or all)."""
+        out = []
+        for e in os.listdir("/proc"):
+            if not e.isdigit() or int(e) == os.getpid():
+                continue
+            args = _cmdline(int(e))
+            if (len(args) >= 3 and args[1].endswith("tbhost.py") and "agent" in args
+                    and "--root" in args and os.path.abspath(os.path.expanduser(
+                        args[args.index("--root") + 1])) == self.root
+                    and (run is None or args[-1] == run)):
+                out.append(int(e))
+        return out
+
     def stop(self, run: str | None) -> list[int]:
+        for p in self.agents(run):  # sessions a controller left open (they end with it anyway)
+            _kill(p, signal.SIGTERM)
         procs = list(self.run_processes(run))
         for p in procs:
             _kill(p, signal.SIGCONT)
