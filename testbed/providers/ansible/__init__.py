@@ -1,0 +1,1 @@
+"""Provider ``ansible``: many real hosts over SSH (see provider.py and docs/ansible.md)."""

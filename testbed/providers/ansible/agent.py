@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shlex
 import threading
 from typing import Any
@@ -37,7 +38,8 @@ class HostAgent:
         self.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             self.client.connect(record["address"], port=int(record.get("port") or 22),
-                                username=record.get("user") or None, key_filename=record.get("key") or None,
+                                username=record.get("user") or None,
+                                key_filename=os.path.expanduser(record["key"]) if record.get("key") else None,
                                 timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
                                 allow_agent=False, look_for_keys=not record.get("key"))
         except paramiko.SSHException as e:
