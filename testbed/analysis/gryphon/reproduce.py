@@ -266,11 +266,12 @@ def _fault_fig(fig_no: int, rd: RunData, out: Path, title: str) -> tuple[pd.Data
     return lat, nk
 
 
-def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float, window: int = 25) -> float:
+def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float, window: int = 25, until: float = math.inf) -> float:
     """Seconds from the fault until deliveries at ``shb`` are back to normal for good: the last
     receive time at which the rolling median latency (``window`` deliveries, so one stray slow
-    delivery on a loaded machine does not count) is above NORMAL_MS."""
-    s = lat[(lat["broker"] == shb) & (lat["recv_s"] >= t_fault)].sort_values("recv_s")
+    delivery on a loaded machine does not count) is above NORMAL_MS. Deliveries from ``until`` on
+    (the end of the run, when the machine is busy shutting down) are not looked at."""
+    s = lat[(lat["broker"] == shb) & (lat["recv_s"] >= t_fault) & (lat["recv_s"] < until)].sort_values("recv_s")
     if not len(s):
         return 0.0
     med = s["lat_ms"].rolling(window, min_periods=1).median()
@@ -311,7 +312,7 @@ def fig6(rd: RunData, out: Path) -> dict:
         claim(6, "s2 unaffected", {"s2_max_latency_ms": s2max, "s3_s5_max_latency_ms": ref, "s2_nacks": s2n},
               s2n == 0 and s2max <= 1.5 * ref + 50, "unaffected (no worse than s3-s5, no nacks)"),
     ]
-    return {"claims": c, "numbers": {"fig6_recovery_s": recovery_s(lat, "s1", t_stall),
+    return {"claims": c, "numbers": {"fig6_recovery_s": recovery_s(lat, "s1", t_stall, until=rd.end_s - 1),
                                      "fig6_cut_at_s": t_cut}}
 
 
@@ -349,7 +350,7 @@ def fig7(rd: RunData, out: Path) -> dict:
                                                                                    "s2_range_ms": r2},
               3500 <= r1 <= 7500 and 3500 <= r2 <= 7500, "about 5500 ms"),
     ]
-    return {"claims": c, "numbers": {"fig7_recovery_s": recovery_s(lat, "s1", t_stall)}}
+    return {"claims": c, "numbers": {"fig7_recovery_s": recovery_s(lat, "s1", t_stall, until=rd.end_s - 1)}}
 
 
 def fig8(rd: RunData, out: Path) -> dict:
@@ -378,7 +379,7 @@ def fig8(rd: RunData, out: Path) -> dict:
         claim(8, "latency back to normal quickly", {"s1_median_latency_2s_after_restart_ms": tail},
               tail <= NORMAL_MS, "quickly"),
     ]
-    return {"claims": c, "numbers": {"fig8_recovery_s": recovery_s(lat, "s1", t_restart),
+    return {"claims": c, "numbers": {"fig8_recovery_s": recovery_s(lat, "s1", t_restart, until=rd.end_s - 1),
                                      "fig8_downtime_s": t_restart - t_crash}}
 
 
