@@ -108,7 +108,13 @@ def test_smoke_across_three_hosts(ansible_env, tmp_path):
     checks = api.run_checks(rd)
     assert {c["name"] for c in checks} >= {"no_duplicates", "filter_match", "fifo", "completeness"}
     assert all(c["passed"] for c in checks), checks
-    # the nodes really crossed hosts: a subscriber on h2 got publications from h3's publisher
+    # the inter-host delays were emulated: STOCK quotes from h1 (pub-stock at b2, ny) reach
+    # sub-cheap on h2 (at b4, rome) over b2-b1 (10 ms), b1-b3 (40 ms), b3-b4 (10 ms)
+    off = {h: o["offset_ns"] for h, o in offs.items()}
+    lat = sorted(((e["t"] - off["h2"]) - (e["pub_t"] - off["h1"])) / 1e6
+                 for e in map(json.loads, (rd.logs_dir / "sub-cheap.jsonl").read_text().splitlines())
+                 if e["ev"] == "deliver" and e["publisher"].startswith("pub-stock"))
+    assert len(lat) > 100 and 50.0 <= lat[len(lat) // 2] <= 150.0, lat[len(lat) // 2]
     assert (rd.path / "hosts" / "h1.json").exists()
     facts = json.loads((rd.path / "hosts" / "h2.json").read_text())
     assert facts.get("ansible_hostname") == "h2"
