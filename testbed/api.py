@@ -480,18 +480,21 @@ def _analyze_all(runs: list[RunDir], spark_master: str | None, progress: Progres
 
 
 def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
-    """Remove everything any testbed run ever made on this machine (processes, containers, networks)."""
+    """Remove everything any testbed run ever made: processes here, labeled containers/networks/volumes
+    on the Docker engine, and the run files and processes on every host the ansible provider used."""
     from testbed.providers.local.provider import LocalProvider
 
     removed = LocalProvider.wipe(progress)
-    try:
-        from testbed.providers.docker.provider import DockerProvider
+    for name, module, cls in (("docker", "testbed.providers.docker.provider", "DockerProvider"),
+                              ("ansible", "testbed.providers.ansible.provider", "AnsibleProvider")):
+        try:
+            import importlib
 
-        removed += DockerProvider.wipe(progress)
-    except ImportError:
-        pass
-    except ProviderError as e:
-        progress(f"docker: {e}")
+            removed += getattr(importlib.import_module(module), cls).wipe(progress)
+        except ImportError as e:  # the provider's extra is not installed: it made nothing
+            progress(f"{name}: not installed ({e.name})")
+        except ProviderError as e:
+            progress(f"{name}: {e}")
     root = runs_root(runs_dir)
     f = root / ".active"
     if f.exists():
