@@ -50,6 +50,7 @@ from testbed.providers.ansible.inventory import (
     REMOTE_ROOT, host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
 )
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
+from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import Deployment, NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
 from testbed.runs.rundir import RunDir, write_json_atomic
@@ -346,7 +347,8 @@ class AnsibleProvider(Provider):
             progress("prepare did not finish: nothing was started")
             return
         if not state.get("removed"):
-            self._graceful(run)
+            shutdown_nodes(run)
+            time.sleep(0.5)  # the nodes flush their logs and exit
             try:
                 self.collect(run, progress)
             except ProviderError as e:
@@ -359,20 +361,6 @@ class AnsibleProvider(Provider):
         stopped = sum(len((r.get("report remove", {}).get("json") or {}).get("stopped", []))
                       for r in res.reports.values())
         progress(f"run removed from {len(state['hosts'])} hosts ({stopped} processes had to be stopped)")
-
-    def _graceful(self, run: RunDir) -> None:
-        try:
-            deployment = run.deployment()
-        except Exception:
-            return
-        from testbed.providers.control import Controls
-
-        controls = Controls(deployment, timeout=2.0)
-        try:
-            controls.call_many((n, "shutdown", {}) for n in deployment.endpoints)
-        finally:
-            controls.close()
-        time.sleep(0.5)  # the nodes flush their logs and exit
 
     @classmethod
     def wipe(cls, progress: Progress) -> list[str]:
