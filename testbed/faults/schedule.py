@@ -264,6 +264,8 @@ class ScheduleRunner:
         with self._lock:
             self.links.apply(a)
         calls = [(n, op, args) for n, op, args in link_calls(a) if n not in self.down_nodes]
+        if not calls:
+            raise ProviderError(f"{a.op}: not running (crashed: {', '.join(sorted(self.down_nodes))})")
         res = self.controls.call_many(calls)
         errs = [f"{n}: {r}" for n, r in res.items() if isinstance(r, Exception)]
         if errs:

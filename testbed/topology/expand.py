@@ -222,6 +222,16 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
             open_crash[f.crash] = i
         elif f.restart is not None and f.restart in open_crash:
             crash_end[open_crash.pop(f.restart)] = f.at
+    crash_times: dict[str, list[float]] = {}
+    for f in topo.faults:
+        if f.crash is not None:
+            crash_times.setdefault(f.crash, []).append(f.at)
+
+    def crash_within(node: str, start: float, stop: float) -> float | None:
+        """The first crash of ``node`` in (start, stop]: it ends a stall or pause early."""
+        hits = [t for t in crash_times.get(node, []) if start < t <= stop]
+        return min(hits) if hits else None
+
     actions: list[Action] = []
     for i in order:  # set_links accumulate in time order
         f: Fault = topo.faults[i]
@@ -236,9 +246,15 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
         if kind in ("stall", "pause"):
             target = (getattr(f, kind),)
             undo = "unstall" if kind == "stall" else "resume"
-            act(at, kind, (at, end), target=target)
-            if f.for_ is not None:
-                act(at + f.for_, undo, (at, end), target=target)
+            crash = crash_within(target[0], at, end)
+            if crash is not None:
+                # a crash during (or at the end of) the window ends it: no unstall/resume, and
+                # what a stall held is lost with the process (the Gryphon paper's stall-then-fail)
+                act(at, kind, (at, crash), target=target)
+            else:
+                act(at, kind, (at, end), target=target)
+                if f.for_ is not None:
+                    act(at + f.for_, undo, (at, end), target=target)
         elif kind == "crash":
             act(at, "crash", (at, crash_end.get(i, duration)), target=(f.crash,))
         elif kind == "restart":

@@ -703,13 +703,16 @@ def _check_faults(topo, sites, processes, problem, suggest) -> None:
                 problem(base + (kind,), f"'{target}' is crashed since {crashed[target][0]:g}s "
                                         f"(faults[{crashed[target][1]}]); restart it first")
                 continue
-            for (s, e, wkind, wi) in windows.get(target, []):
-                if s <= at < e:
-                    problem(base + (kind,), f"'{target}' is {wkind}ed from {s:g}s to {e:g}s (faults[{wi}]); "
-                                            f"a {kind} cannot start inside that window")
-                    break
+            hit = next((j for j, (s, e, _, _) in enumerate(windows.get(target, [])) if s <= at < e), None)
+            if hit is not None and kind != "crash":
+                s, e, wkind, wi = windows[target][hit]
+                problem(base + (kind,), f"'{target}' is {wkind}ed from {s:g}s to {e:g}s (faults[{wi}]); "
+                                        f"a {kind} cannot start inside that window")
             else:
                 if kind == "crash":
+                    if hit is not None:  # the crash ends the stall/pause (what a stall held is lost)
+                        s, e, wkind, wi = windows[target][hit]
+                        windows[target][hit] = (s, at, wkind, wi)
                     crashed[target] = (at, i)
                 else:
                     stop = at + f.for_ if f.for_ is not None else end

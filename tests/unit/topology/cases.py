@@ -42,7 +42,7 @@ CASES = [
     ("restart-not-crashed", FAULTS, "faults:\n  - {at: 5s, restart: b1}\n"),
     ("crash-twice", FAULTS, "faults:\n  - {at: 5s, crash: b1}\n  - {at: 6s, crash: b1}\n"),
     ("stall-crashed", FAULTS, "faults:\n  - {at: 5s, crash: b1}\n  - {at: 6s, stall: b1, for: 1s}\n  - {at: 9s, restart: b1}\n"),
-    ("crash-while-paused", FAULTS, "faults:\n  - {at: 5s, pause: b1, for: 4s}\n  - {at: 6s, crash: b1}\n"),
+    ("stall-while-paused", FAULTS, "faults:\n  - {at: 5s, pause: b1, for: 4s}\n  - {at: 6s, stall: b1}\n"),
     ("partition-unknown", FAULTS, "faults:\n  - {at: 5s, partition: [[ny], [paris]], for: 1s}\n"),
     ("partition-overlap", FAULTS, "faults:\n  - {at: 5s, partition: [[ny], [rome, b2]], for: 1s}\n"),
     ("set-link-unknown-site", FAULTS, "faults:\n  - {at: 5s, set_link: {sites: [ny, mars], delay: 5ms}}\n"),

@@ -49,7 +49,7 @@ EXPECTED = {
     "restart-not-crashed": "19:23: faults[0].restart: 'b1' is not crashed at 5s (restart needs an earlier crash)",
     "crash-twice": "20:21: faults[1].crash: 'b1' is crashed since 5s (faults[0]); restart it first",
     "stall-crashed": "20:21: faults[1].stall: 'b1' is crashed since 5s (faults[0]); restart it first",
-    "crash-while-paused": "20:21: faults[1].crash: 'b1' is paused from 5s to 9s (faults[0]); a crash cannot start inside that window",
+    "stall-while-paused": "20:21: faults[1].stall: 'b1' is paused from 5s to 9s (faults[0]); a stall cannot start inside that window",
     "partition-unknown": "19:33: faults[0].partition[1][0]: unknown site or node 'paris'",
     "partition-overlap": "19:39: faults[0].partition[1][1]: 'b2' is in two partition groups",
     "set-link-unknown-site": "19:37: faults[0].set_link.sites[1]: unknown site 'mars'",

@@ -110,8 +110,7 @@ def test_fault_timeline(plan):
     assert got == [
         (5.0, "cut", ("a1", "r1"), (), (5.0, 15.0), 4),
         (6.0, "cut", ("a1", "o1"), (), (6.0, 30.0), 5),  # no 'for': permanent
-        (8.0, "stall", ("r1",), (), (8.0, 10.5), 1),
-        (10.5, "unstall", ("r1",), (), (8.0, 10.5), 1),
+        (8.0, "stall", ("r1",), (), (8.0, 10.5), 1),  # no unstall: the crash at 10.5 ends the stall
         (10.5, "crash", ("r1",), (), (10.5, 15.0), 2),  # window ends at the restart
         (15.0, "heal", ("a1", "r1"), (), (5.0, 15.0), 4),  # ends of windows first at equal times
         (15.0, "restart", ("r1",), (), (15.0, 15.0), 3),
@@ -123,6 +122,25 @@ def test_fault_timeline(plan):
     ]
     assert [a.at_s for a in plan.actions] == sorted(a.at_s for a in plan.actions)
     assert plan.actions[0].source == "{at: 5s, cut: [a1, r1], for: 10s}"
+
+
+def test_crash_inside_a_stall_or_pause_ends_it(tmp_path):
+    from testbed.topology.expand import plans
+
+    f = tmp_path / "t.yaml"
+    f.write_text("version: 1\nname: t\nprotocol: pubsub\nduration: 30s\nsites:\n  a: {}\n"
+                 "nodes:\n  b1: {role: broker, site: a}\n  b2: {role: broker, site: a, neighbors: [b1]}\n"
+                 "faults:\n  - {at: 2s, stall: b1, for: 5s}\n  - {at: 4s, crash: b1}\n"
+                 "  - {at: 9s, restart: b1}\n  - {at: 10s, pause: b2, for: 2s}\n  - {at: 12s, crash: b2}\n")
+    (p,) = plans(str(f))
+    got = [(a.at_s, a.op, a.target[0], a.window) for a in p.actions]
+    assert got == [
+        (2.0, "stall", "b1", (2.0, 4.0)),  # the held messages die with the process: no unstall
+        (4.0, "crash", "b1", (4.0, 9.0)),
+        (9.0, "restart", "b1", (9.0, 9.0)),
+        (10.0, "pause", "b2", (10.0, 12.0)),  # a crash at the window's end also ends it: no resume
+        (12.0, "crash", "b2", (12.0, 30.0)),
+    ]
 
 
 def test_set_link_carries_full_specs_accumulated(plan):
