@@ -41,41 +41,52 @@ LATE_NS = 1_000_000_000  # a late loop may still publish what was due before the
 
 _GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
-def parse_generator(attr: str, spec: Any) -> tuple[str, list[Any]]:
-    """("const", [v]) | ("uniform", [a, b]) | ("choice", [x, ...]); ValueError naming the attribute."""
-    if isinstance(spec, bool) or not isinstance(spec, (int, float, str)):
-        raise ValueError(f"clients.extra.attrs.{attr}: a number, a string, uniform(a,b) or choice(...)")
-    if not isinstance(spec, str):
-        return ("const", [spec])
-    m = _GEN.match(spec)
+def parse_generator(value: Any) -> tuple[str, list[Any]]:
+    """A publisher attribute: ("const", [v]), ("uniform", [a, b]) or ("choice", [x, ...]).
+
+    The one parser of attribute generators: ``testbed validate`` checks topology files with it.
+    Raises ValueError with a one-line reason.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("an attribute value is a number, a string, uniform(a,b) or choice(x,y,...)")
+    if not isinstance(value, str):
+        return ("const", [value])
+    m = _GEN.match(value)
     if not m:
-        return ("const", [spec])
+        return ("const", [value])
     kind, inner = m.group(1), m.group(2)
     items = [s.strip() for s in inner.split(",")] if inner.strip() else []
     if kind == "uniform":
         try:
             a, b = (float(x) for x in items)
         except ValueError:
-            raise ValueError(f"clients.extra.attrs.{attr}: {spec!r}: uniform takes two numbers") from None
+            raise ValueError(f"{value!r}: uniform takes two numbers, uniform(a,b)") from None
+        if not a < b:
+            raise ValueError(f"{value!r}: uniform(a,b) needs a < b")
         return ("uniform", [a, b])
     if not items:
-        raise ValueError(f"clients.extra.attrs.{attr}: {spec!r}: choice needs a value")
-    vals: list[Any] = []
-    for it in items:
-        if _NUMBER.fullmatch(it):
-            vals.append(int(it) if re.fullmatch(r"[+-]?\d+", it) else float(it))
-        elif len(it) >= 2 and it[0] == it[-1] and it[0] in "'\"":
-            vals.append(it[1:-1])
+        raise ValueError(f"{value!r}: choice needs at least one value")
+    out: list[Any] = []
+    for item in items:
+        if _NUMBER.fullmatch(item):
+            out.append(int(item) if re.fullmatch(r"[+-]?\d+", item) else float(item))
+        elif _STRING.fullmatch(item):
+            out.append(item[1:-1])
+        elif re.fullmatch(r"[A-Za-z0-9_.\-]+", item):
+            out.append(item)
         else:
-            vals.append(it)
-    return ("choice", vals)
+            raise ValueError(f"{value!r}: choice values are numbers or words, got {item!r}")
+    return ("choice", out)
 
 
 def _lit(v: Any) -> str:
     if isinstance(v, str):
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))  # 100.0 -> 100: exact, and what a user would write
     return repr(v)
 
 
@@ -169,7 +180,7 @@ class ClientHost(Node):
         self._running = False
         if self.role == "publisher":
             attrs = extra.get("attrs") or {"class": "STOCK", "price": "uniform(0,100)"}
-            self.gens = {a: parse_generator(a, s) for a, s in attrs.items()}
+            self.gens = {a: parse_generator(s) for a, s in attrs.items()}
             self.adv_text = extra.get("advertise") or advertisement_for(self.gens)
             parse(self.adv_text)  # fail early with the filter's column
             self.draw = make_attr_source(self.gens, self.rt.rng)

@@ -22,15 +22,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from testbed.nodes.pubsub import clients as _clients
 from testbed.nodes.pubsub import filters as _filters
+from testbed.nodes.pubsub.clients import parse_generator
 from testbed.topology.schema import StrictModel
 from testbed.topology.units import Time
 
 OPS = _filters.OPS
 
 _ATTR = r"[A-Za-z_][A-Za-z0-9_.\-]*"
-_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
-_STRING = r"'[^']*'|\"[^\"]*\""
 
 
 def parse_filter(text: str) -> Any:
@@ -43,66 +43,9 @@ def parse_filter(text: str) -> Any:
         raise ValueError(f"bad filter: col {e.pos + 1}: {str(e).split(': ', 2)[-1]}") from None
 
 
-_GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
-
-
-def parse_generator(value: Any) -> tuple[str, list[Any]]:
-    """An attribute value of a publisher: ("const", [v]), ("uniform", [a, b]) or ("choice", [...])."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError("an attribute value is a number, a string, uniform(a,b) or choice(x,y,...)")
-    if isinstance(value, (int, float)):
-        return ("const", [value])
-    if not isinstance(value, str):
-        raise ValueError("an attribute value is a number, a string, uniform(a,b) or choice(x,y,...)")
-    m = _GEN.match(value)
-    if not m:
-        return ("const", [value])
-    kind, inner = m.group(1), m.group(2)
-    items = [s.strip() for s in inner.split(",")] if inner.strip() else []
-    if kind == "uniform":
-        try:
-            a, b = (float(x) for x in items)
-        except ValueError:
-            raise ValueError(f"{value!r}: uniform takes two numbers, uniform(a,b)") from None
-        if not a < b:
-            raise ValueError(f"{value!r}: uniform(a,b) needs a < b")
-        return ("uniform", [a, b])
-    if not items:
-        raise ValueError(f"{value!r}: choice needs at least one value")
-    out: list[Any] = []
-    for item in items:
-        if re.fullmatch(_NUMBER, item):
-            out.append(int(item) if re.fullmatch(r"[+-]?\d+", item) else float(item))
-        elif re.fullmatch(_STRING, item):
-            out.append(item[1:-1])
-        elif re.fullmatch(r"[A-Za-z0-9_.\-]+", item):
-            out.append(item)
-        else:
-            raise ValueError(f"{value!r}: choice values are numbers or words, got {item!r}")
-    return ("choice", out)
-
-
-def _literal(v: Any) -> str:
-    return repr(v) if isinstance(v, str) else f"{v:g}" if isinstance(v, float) else str(v)
-
-
 def advertisement_for(attrs: dict[str, Any]) -> str:
-    """The advertisement a publisher with these attribute generators needs."""
-    preds = []
-    for attr, spec in attrs.items():
-        kind, args = parse_generator(spec)
-        if kind == "const":
-            preds.append(f"[{attr},eq,{_literal(args[0])}]")
-        elif kind == "uniform":
-            preds.append(f"[{attr},>=,{_literal(args[0])}]")
-            preds.append(f"[{attr},<=,{_literal(args[1])}]")
-        else:
-            if all(isinstance(a, (int, float)) for a in args):
-                preds.append(f"[{attr},>=,{_literal(min(args))}]")
-                preds.append(f"[{attr},<=,{_literal(max(args))}]")
-            else:
-                preds.append(f"[{attr},isPresent,'']")
-    return ",".join(preds)
+    """The advertisement a publisher with these attribute generators needs (the nodes' derivation)."""
+    return _clients.advertisement_for({a: parse_generator(spec) for a, spec in attrs.items()})
 
 
 def _check_filter(v: str | None) -> str | None:
