@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from testbed.errors import ProviderError
+from testbed.nodes.runtime.harness import free_ports
 from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
 from testbed.providers.control import Controls, shutdown_nodes
 from testbed.render.node_config import render_node_config
@@ -28,21 +28,6 @@ from testbed.topology.plan import Action, Plan
 NODE_MODULE = "testbed.nodes"
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
-
-
-def _free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on loopback (held open together, then released)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((LOOPBACK, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _proc_state(pid: int) -> str | None:
@@ -125,7 +110,7 @@ class LocalProvider(Provider):
     # -- up ------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
         names = list(plan.nodes)
-        ports = _free_ports(2 * len(names))
+        ports = free_ports(2 * len(names), LOOPBACK)
         endpoints = {
             n: Endpoint(n, plan.nodes[n].host, (LOOPBACK, ports[2 * i]), (LOOPBACK, ports[2 * i + 1]))
             for i, n in enumerate(names)
