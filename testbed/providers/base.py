@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from testbed.errors import UnsupportedAction
 from testbed.topology.plan import Action, Plan
+
+if TYPE_CHECKING:
+    from testbed.runs.rundir import RunDir
 
 Progress = Callable[[str], None]  # one human-readable line per step
 
@@ -74,30 +77,30 @@ class Provider(ABC):
     name: str = "abstract"
 
     @abstractmethod
-    def up(self, plan: Plan, run: "RunDir", progress: Progress) -> Deployment:  # noqa: F821
+    def up(self, plan: Plan, run: "RunDir", progress: Progress) -> Deployment:
         """Start every node of the plan; return when all answer on their control channel."""
 
     @abstractmethod
-    def down(self, run: "RunDir", progress: Progress) -> None:  # noqa: F821
+    def down(self, run: "RunDir", progress: Progress) -> None:
         """Stop everything of this run. Idempotent; never fails because things are already gone."""
 
     @abstractmethod
-    def status(self, run: "RunDir") -> list[NodeStatus]:  # noqa: F821
+    def status(self, run: "RunDir") -> list[NodeStatus]:
         """The state of every node of the run."""
 
     @abstractmethod
-    def process_action(self, run: "RunDir", action: Action) -> None:  # noqa: F821
+    def process_action(self, run: "RunDir", action: Action) -> None:
         """crash / restart / pause / resume one node (``action.target[0]``)."""
 
     @abstractmethod
-    def collect(self, run: "RunDir", progress: Progress) -> None:  # noqa: F821
+    def collect(self, run: "RunDir", progress: Progress) -> None:
         """Bring every node's log into ``run.logs_dir`` (no-op where they are written there)."""
 
     @abstractmethod
-    def logs_path(self, run: "RunDir", node: str) -> str:  # noqa: F821
+    def logs_path(self, run: "RunDir", node: str) -> str:
         """A local path where the node's current log can be read (for ``testbed logs``)."""
 
-    def warm_up(self, run: "RunDir") -> None:  # noqa: F821
+    def warm_up(self, run: "RunDir") -> None:
         """Open what process faults will need (e.g. SSH sessions) before the schedule starts,
         so no connection set-up sits on a fault's critical path. Default: nothing to open."""
 

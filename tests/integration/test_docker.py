@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import ProviderError
+from testbed.nodes.runtime.control_client import ControlClient
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, HostPlan, LinkSpec, NodePlan, Plan
 
@@ -50,26 +49,9 @@ def image(client):
     return ensure_image(client, DEFAULT_TAG, print, offline_base=True)
 
 
-# -- a minimal control client (same wire as the node runtime: 4-byte length + msgpack map) -------
 def control_call(addr: tuple[str, int], op: str, timeout: float = 2.0, **args) -> dict:
-    import msgpack
-
-    with socket.create_connection(addr, timeout=timeout) as s:
-        s.settimeout(timeout)
-        body = msgpack.packb({"op": op, **args})
-        s.sendall(struct.pack(">I", len(body)) + body)
-        hdr = _recv(s, 4)
-        return msgpack.unpackb(_recv(s, struct.unpack(">I", hdr)[0]), raw=False)
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+    with ControlClient(addr[0], addr[1], timeout=timeout) as c:
+        return c.call(op, **args)
 
 
 def wait_ping(addr: tuple[str, int], timeout: float = 30.0) -> dict:

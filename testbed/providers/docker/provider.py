@@ -30,7 +30,6 @@ import tarfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 from testbed.errors import ProviderError
