@@ -28,6 +28,7 @@ per-publisher FIFO check stays meaningful across restarts).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Any, Callable
@@ -235,22 +236,24 @@ class ClientHost(Node):
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
-        delay = max(0.0, (t0_wall_ns - self.rt.wall_ns()) / 1e9)
+        # t0 may be in the past: a process restarted mid-run resumes the schedule where it
+        # stands now (what fell due while it was down is not sent) and still ends at t0 + duration
+        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
+        delay = max(0.0, offset_s)
         self._running = True
         if self.role == "publisher":
             total = self.rate * len(self.clients)
             if total > 0:
-                start = self.rt.mono_ns() + int(delay * 1e9)
+                start = self.rt.mono_ns() + int(offset_s * 1e9)
                 self._pub_start = start
                 self._pub_end = start + int(duration_s * 1e9)
                 self._pub_period_ns = 1e9 / total
-                self._pub_k = 0
+                self._pub_k = max(0, math.ceil(-offset_s * total))
                 self._pub_timer = self.rt.call_later(delay, self._publish_tick)
         else:
-            if self.unsubscribe_at is not None:
-                self._timers.append(self.rt.call_later(delay + float(self.unsubscribe_at), self._unsub_tick))
-            if self.resubscribe_at is not None:
-                self._timers.append(self.rt.call_later(delay + float(self.resubscribe_at), self._resub_tick))
+            for at, tick in ((self.unsubscribe_at, self._unsub_tick), (self.resubscribe_at, self._resub_tick)):
+                if at is not None and offset_s + float(at) >= 0:  # not already past (a restart)
+                    self._timers.append(self.rt.call_later(offset_s + float(at), tick))
 
     async def stop_workload(self) -> None:
         self._running = False

@@ -64,3 +64,29 @@ def test_client_process_restart_reissues_same_ids_without_duplicates():
     assert sorted(b1.table.prt) == ["subs-0:s1", "subs-1:s1"]  # same ids, one entry each
     dl = [(r["client"], r["pub_id"]) for r in sim.events("deliver")]
     assert len(dl) == len(set(dl)) and len(dl) > 60
+
+
+def test_restarted_publisher_resumes_the_schedule_and_ends_with_the_run():
+    cfgs = topology({"b1": []}, {
+        "pubs": {"role": "publisher", "count": 1, "attach": ["b1"], "rate_per_s": 10,
+                 "extra": {"attrs": {"x": 5}}},
+        "subs": {"role": "subscriber", "count": 1, "attach": ["b1"], "filter": "[x,>,1]"}})
+    sim = Sim(cfgs)
+    sim.start()
+    sim.run_for(0.2)
+    t0 = sim.start_workload(0.0, 4.0)
+    sim.run_for(1.0)
+    sim.crash("pubs")
+    sim.run_for(1.0)
+    sim.restart("pubs")
+    sim.run_for(0.1)
+    # what the controller does after a restart: the same t0 and duration, now in the past
+    sim.drive(sim.nodes["pubs"].start_workload(t0, 4.0))
+    sim.run_for(5.0)
+    pubs = [r for r in sim.events("publish")]
+    ts = [(r["t"] - t0) / 1e9 for r in pubs]
+    assert max(ts) < 4.0  # the restarted process stops at t0 + duration, not restart + duration
+    # about 10 before the crash and 10/s from the restart (~2.1 s) to the end: no burst of the
+    # publications that fell due while it was down
+    assert 25 <= len(pubs) <= 32, len(pubs)
+    assert not [t for t in ts if 1.05 < t < 2.05]
