@@ -154,8 +154,10 @@ class OrderingClientHost(Node):
         if self.role == "subscriber" or self.rate <= 0 or not self.clients:
             return
         self._running = True
-        self._end = self.rt.mono_ns() / 1e9 + self.warmup + duration_s
-        self.rt.call_later(self.warmup, self._begin)
+        # from the run's t0 (which may be past for a process restarted mid-run), not from now
+        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
+        self._end = self.rt.mono_ns() / 1e9 + offset_s + self.warmup + duration_s
+        self.rt.call_later(max(0.0, offset_s + self.warmup), self._begin)
 
     def _begin(self) -> None:
         self._last = self.rt.mono_ns() / 1e9
