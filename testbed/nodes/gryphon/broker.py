@@ -24,7 +24,7 @@ from typing import Any
 
 from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
 from testbed.nodes.gryphon.cells import CellMap, bundle_pick, pubend_id
-from testbed.nodes.gryphon.filters import Summary, SubscriberIndex, Spec
+from testbed.nodes.gryphon.summary import Summary, SubscriberIndex, filter_from_wire
 from testbed.nodes.gryphon.pubend import Pubend, PubendLog
 from testbed.nodes.gryphon.streams import (CuriousSet, KnowledgeStream, OStream, SubendStream,
                                            project, silence_before)
@@ -571,9 +571,12 @@ class GryphonBroker(Node):
     # -- subscribers
     def _on_sub(self, src: str, msg: dict[str, Any]) -> None:
         c = msg["c"]
-        spec: Spec = tuple(tuple(p) for p in msg.get("f") or ())
+        try:
+            f = filter_from_wire(msg.get("f"))
+        except ValueError:
+            return  # not a filter (clients parse theirs with the same language)
         self.client_proc[c] = src
-        self.subs.add(c, spec)
+        self.subs.add(c, f)
         self.summary_dirty = True  # rebuilt once per link status round, not per subscription
 
     # ------------------------------------------------------------------ status

@@ -4,7 +4,8 @@ Publishers: logical client ``<group>-<i>`` is one pubend ``<phb>/<group>-<i>`` a
 its attach broker (the PHB); it publishes ``rate_per_s`` messages of
 ``size_bytes`` with attributes ``{"k": n % attr_space, "src": client}``.
 Subscribers: client ``<group>-<i>`` subscribes at its SHB with the group's
-filter, or -- with ``extra.filter_mod: M`` -- with ``[k,eq,i % M]`` so that
+filter (the pubsub filter language, ``testbed.nodes.pubsub.filters``), or -- with
+``extra.filter_mod: M`` -- with ``[k,eq,i % M]`` so that
 each subscriber gets ``rate / M`` of the input (the Fig 4 workload).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
 from testbed.nodes.gryphon.cells import pubend_id
-from testbed.nodes.gryphon.filters import parse
+from testbed.nodes.gryphon.summary import filter_of, key_filter, spec_json
 from testbed.nodes.runtime.api import Node
 
 
@@ -42,11 +43,12 @@ class ClientHost(Node):
         self.published = 0
         self._payload = b"x" * max(0, self.size - 60)  # ~60 bytes of header fields
 
-    def spec_of(self, i: int) -> tuple:
+    def filter_for(self, i: int):
+        """Client i's filter: ``[k,eq,i % filter_mod]``, else the group's (pubsub filter language)."""
         mod = self.extra.get("filter_mod")
         if mod:
-            return (("k", "eq", i % int(mod)),)
-        return parse(self.filter_text)
+            return key_filter("k", i % int(mod))
+        return filter_of(self.filter_text)
 
     async def start(self) -> None:
         if self.role == "subscriber":
@@ -57,10 +59,10 @@ class ClientHost(Node):
             b = self.attach.get(c)
             if b is None or (only is not None and b != only):
                 continue
-            spec = self.spec_of(i)
-            self.rt.send(b, {"k": "sub", "c": c, "f": [list(p) for p in spec]})
+            spec = spec_json(self.filter_for(i))
+            self.rt.send(b, {"k": "sub", "c": c, "f": spec})
             if only is None:
-                self.rt.log("g_subscribe", client=c, filter=json.dumps([list(p) for p in spec]), broker=b)
+                self.rt.log("g_subscribe", client=c, filter=json.dumps(spec), broker=b)
 
     def on_peer_up(self, peer: str) -> None:
         if self.role == "subscriber" and peer in self.attach.values():

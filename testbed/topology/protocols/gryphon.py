@@ -21,6 +21,11 @@ see ``testbed/nodes/gryphon/broker.py:DEFAULTS``):
 
 Client group ``params``: publishers ``attr_space`` (messages carry ``k = n % attr_space``);
 subscribers ``filter_mod`` (client i subscribes ``[k,eq,i % filter_mod]``).
+
+A subscriber group's ``filter`` is in the pubsub protocol's language and is checked
+with the same parser the nodes use (``testbed.nodes.pubsub.filters``, see
+``testbed/topology/protocols/pubsub.py``); no filter means everything. Messages carry
+the attributes ``k`` (a number) and ``src`` (the publishing client's name).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from testbed.topology.protocols.pubsub import parse_filter
 from testbed.topology.schema import StrictModel
 from testbed.topology.units import Time, TimeOrInf
 
@@ -68,3 +74,24 @@ ClientParams = {"publisher": PublisherParams, "subscriber": SubscriberParams}
 NODE_ROLES = {"broker"}
 CLIENT_ROLES = {"publisher", "subscriber"}
 ACYCLIC = "cells"
+
+
+def check(topology) -> list:
+    """Client filters (the pubsub parser), which the models alone cannot judge."""
+    problems = []
+    for name, g in topology.clients.items():
+        if g.filter is None:
+            continue
+        if g.role != "subscriber":
+            problems.append(topology.problem(("clients", name, "filter"), "publishers do not subscribe; remove filter"))
+            continue
+        try:
+            parse_filter(g.filter)
+        except ValueError as e:
+            problems.append(topology.problem(("clients", name, "filter"), str(e)))
+            continue
+        cp = topology.client_params(name)
+        if cp is not None and getattr(cp, "filter_mod", None) is not None:
+            problems.append(topology.problem(("clients", name, "filter"),
+                                             "params.filter_mod replaces the filter; give one of them"))
+    return problems

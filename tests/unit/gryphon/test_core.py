@@ -5,7 +5,8 @@ import os
 import pytest
 
 from testbed.nodes.gryphon.cells import CellMap, bundle_pick
-from testbed.nodes.gryphon.filters import FilterError, Summary, SubscriberIndex, parse
+from testbed.nodes.gryphon.summary import Summary, SubscriberIndex, filter_from_wire, filter_of, key_filter, spec_json
+from testbed.nodes.pubsub.filters import FilterError
 from testbed.nodes.gryphon.pubend import Pubend, PubendLog
 from testbed.nodes.gryphon.streams import KnowledgeStream, OStream, SubendStream, project
 from testbed.nodes.gryphon.ticks import IntervalSet, chop
@@ -198,20 +199,41 @@ def test_cells_tree_and_bundles():
 
 
 def test_filters_parse_summary_index():
-    spec = parse("[class,eq,'STOCK'],[price,>,10]")
-    assert spec == (("class", "eq", "STOCK"), ("price", ">", 10))
-    with pytest.raises(FilterError):
-        parse("class = STOCK")
-    s = Summary([(("k", "eq", 1),), (("k", "eq", 2),)])
-    assert s.matches({"k": 2}) and not s.matches({"k": 3})
+    f = filter_of("[class,eq,'STOCK'],[price,>,10]")  # the pubsub parser
+    assert spec_json(f) == [["class", "eq", "STOCK"], ["price", ">", 10]]
+    assert filter_from_wire(spec_json(f)) == f
+    assert filter_of(None).preds == () and filter_of("  ").preds == ()
+    for bad in ("class = STOCK", "[class,eq,STOCK]", "[k,ne,1]"):  # unquoted words, unknown operators
+        with pytest.raises(FilterError):
+            filter_of(bad)
+    for bad in ([["k", "eq"]], [["k", "bogus", 1]], [["k", "eq", None]], [["k", "str-prefix", 1]]):
+        with pytest.raises(ValueError):
+            filter_from_wire(bad)
+    assert filter_from_wire([["k", "!=", 1]]) == filter_of("[k,neq,1]")
+    s = Summary([key_filter("k", 1), key_filter("k", 2)])
+    assert s.matches({"k": 2}) and s.matches({"k": 2.0}) and not s.matches({"k": 3})
+    assert not s.matches({"k": "2"}) and not s.matches({"k": True}) and not s.matches({})
     assert Summary.from_wire(s.to_wire()) == s
-    assert Summary(None).matches({}) and Summary([()]).everything
+    assert Summary(None).matches({}) and Summary([filter_of("")]).everything
+    s2 = Summary([filter_of("[p,>,5],[p,<,7]"), filter_of("[k,eq,1],[k,eq,2]")])  # 2nd: unsatisfiable
+    assert s2.matches({"p": 6}) and not s2.matches({"p": 7}) and not s2.matches({"k": 1})
+    w = Summary.from_wire(s2.to_wire())
+    assert w == s2 and w.to_wire() == [[["p", "<", 7], ["p", ">", 5]]]
+    u = Summary([])
+    u.update(s)
+    u.update(s2)
+    assert u.matches({"k": 1}) and u.matches({"p": 6}) and not u.is_empty()
+    u.update(Summary(None))
+    assert u.everything and u.to_wire() is None
     idx = SubscriberIndex()
-    idx.add("a", (("k", "eq", 1),))
-    idx.add("b", ())
-    idx.add("c", (("k", ">", 5),))
+    idx.add("a", key_filter("k", 1))
+    idx.add("b", filter_of(""))
+    idx.add("c", filter_of("[k,>,5]"))
+    idx.add("d", filter_of("[k,eq,1],[src,str-prefix,'p']"))
     assert sorted(idx.match({"k": 1})) == ["a", "b"]
+    assert sorted(idx.match({"k": 1, "src": "pubs-0"})) == ["a", "b", "d"]
     assert sorted(idx.match({"k": 7})) == ["b", "c"]
+    assert idx.summary().everything
 
 
 def test_silence_before_brackets_d_with_this_edges_silence():
