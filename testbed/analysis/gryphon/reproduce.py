@@ -318,7 +318,7 @@ def fig6(rd: RunData, out: Path) -> dict:
 
 def fig7(rd: RunData, out: Path) -> dict:
     lat, nk = _fault_fig(7, rd, out, "Fig 7: b1 stalled, crashed, restarted")
-    t_stall, t_crash, t_restart = (rd.fault_time("cut", "b1"), rd.fault_time("crash", "b1"),
+    t_stall, t_crash, t_restart = (rd.fault_time("stall", "b1"), rd.fault_time("crash", "b1"),
                                    rd.fault_time("restart", "b1"))
     s1 = subscriber_of("s1", lat)
     peak1 = float(s1[(s1["pub_s"] >= t_stall) & (s1["pub_s"] <= t_crash + 1)]["lat_ms"].max()) if len(s1) else math.nan
@@ -355,7 +355,7 @@ def fig7(rd: RunData, out: Path) -> dict:
 
 def fig8(rd: RunData, out: Path) -> dict:
     lat, nk = _fault_fig(8, rd, out, "Fig 8: PHB p1 stalled, crashed, restarted")
-    t_stall, t_crash, t_restart = (rd.fault_time("cut", "p1"), rd.fault_time("crash", "p1"),
+    t_stall, t_crash, t_restart = (rd.fault_time("stall", "p1"), rd.fault_time("crash", "p1"),
                                    rd.fault_time("restart", "p1"))
     during = nk[(nk["nack_s"] > t_crash) & (nk["nack_s"] < t_restart)]
     s1 = subscriber_of("s1", lat)
