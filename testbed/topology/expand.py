@@ -86,7 +86,7 @@ def _hosts(topo: Topology) -> dict[str, HostPlan]:
     if not topo.hosts:
         return {DEFAULT_HOST: HostPlan(name=DEFAULT_HOST)}
     return {n: HostPlan(name=n, address=h.address, user=h.user, site=h.site, port=h.port,
-                        key=h.key, docker=h.docker)
+                        key=h.key, docker=h.docker, become=h.become)
             for n, h in topo.hosts.items()}
 
 

@@ -58,6 +58,7 @@ class HostPlan:
     key: str | None = None  # path to a private key on the controller (never copied)
     docker: str | None = None  # e.g. "ssh://user@addr" for a remote Docker engine
     extra: dict[str, Any] = field(default_factory=dict)
+    become: bool = False  # ansible provider: the user may become root (sudo) on this host
 
 
 @dataclass(frozen=True)

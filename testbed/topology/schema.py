@@ -70,6 +70,7 @@ class Host(StrictModel):
     port: StrictInt = Field(22, ge=1, le=65535)
     key: str | None = None
     docker: str | None = None
+    become: StrictBool = False  # ansible provider: may install packages / run tc as root (sudo)
 
 
 class Node(StrictModel):
