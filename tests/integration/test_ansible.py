@@ -89,8 +89,16 @@ def test_smoke_across_three_hosts(ansible_env, tmp_path):
     m = rd.manifest
     plan = rd.plan()
     assert m["provider"] == "ansible" and m["emulation"] == "userspace"
+    # no host has sch_netem here: userspace was chosen, the tc playbook was not run
+    assert all(f"host {h}: no sch_netem" in m["emulation_reason"] for h in HOSTS), m["emulation_reason"]
+    assert m["hosts_sch_netem"] == {h: False for h in HOSTS}
+    assert "links_s" not in rd.state["timings"] and "tc_devices" not in rd.state
     # processes really spread: every host ran nodes, at its own address
     dep = rd.deployment()
+    assert dep.emulation == "userspace" and "tc_commands" not in dep.extra
+    assert all(dep.extra["hosts"][h]["routes"] for h in HOSTS)  # egress devices were probed
+    for h in HOSTS:
+        assert "htb" not in hosts.exec(h, "tc", "qdisc", "show"), h
     assert {ep.host for ep in dep.endpoints.values()} == set(HOSTS)
     for ep in dep.endpoints.values():
         assert ep.data[0] == hosts.addresses[ep.host]
@@ -188,3 +196,34 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     assert len(removed) == len(HOSTS)
     for h in HOSTS:
         assert hosts.exec(h, "ls", "-a", f"/home/{USER}") .split().count(".testbed") == 0, h
+
+
+def test_missing_tc_that_cannot_be_installed_names_the_host(ansible_env, tmp_path, monkeypatch):
+    """Kernel emulation forced: tc (iproute2) is needed; h3 lacks it and its user may not become
+    root, so prepare fails naming h3 and the package. With tc back, the forced kernel choice
+    still fails by name: the hosts' user is not root and no host sets become: true."""
+    from testbed.errors import ProviderError
+
+    hosts = ansible_env
+    monkeypatch.setenv("TESTBED_ANSIBLE_EMULATION", "kernel")
+    topo = spread_smoke(tmp_path)
+    tc = hosts.exec("h3", "sh", "-c", "command -v tc")
+    assert tc.endswith("/tc"), tc
+    subprocess.run(["docker", "exec", hosts.containers["h3"], "mv", tc, tc + ".hidden"], check=True)
+    try:
+        with pytest.raises(ProviderError) as ei:
+            api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
+                    analyze=False)
+    finally:
+        subprocess.run(["docker", "exec", hosts.containers["h3"], "mv", tc + ".hidden", tc], check=True)
+    msg = str(ei.value)
+    assert "failed: h3 (missing packages: missing iproute2 and cannot install: the user is not root and the " \
+           "topology does not set become: true on this host)" in msg, msg
+    assert "h1" not in msg and "h2" not in msg, msg
+    with pytest.raises(ProviderError) as ei:
+        api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs2"),
+                analyze=False)
+    msg = str(ei.value)
+    assert "TESTBED_ANSIBLE_EMULATION=kernel: host h1: tc needs root" in msg and "host h3" in msg, msg
+    for h in HOSTS:
+        assert hosts.node_processes(h) == [], h

@@ -36,6 +36,7 @@ all:
       ansible_ssh_private_key_file: {{ h.key | tojson }}
 {%- endif %}
       tb_nodes: {{ nodes[h.name] | tojson }}
+      tb_become: {{ h.become | tojson }}
 {%- for k, v in hostvars.get(h.name, {}).items() %}
       {{ k }}: {{ v | tojson }}
 {%- endfor %}
@@ -78,14 +79,15 @@ def render_inventory_hosts(hosts: list[dict[str, Any]], run_id: str, ssh_args: s
                            hostvars: dict[str, dict[str, Any]] | None = None) -> str:
     """An inventory from host records (as kept in state.json / the wipe registry)."""
     hp = [HostPlan(name=h["name"], address=h["address"], user=h.get("user"), port=int(h.get("port") or 22),
-                   key=h.get("key")) for h in hosts]
+                   key=h.get("key"), become=bool(h.get("become"))) for h in hosts]
     return INVENTORY.render(run_id=run_id, ssh_args=ssh_args, hosts=hp, nodes={h.name: [] for h in hp},
                             hostvars=hostvars or {})
 
 
 def host_record(hp: HostPlan) -> dict[str, Any]:
     """What down/wipe need to reach a host again: no secrets (the key is a path)."""
-    return {"name": hp.name, "address": hp.address, "user": hp.user, "port": hp.port, "key": hp.key}
+    return {"name": hp.name, "address": hp.address, "user": hp.user, "port": hp.port, "key": hp.key,
+            "become": hp.become}
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,23 @@
 Every plan host that runs processes needs ``address`` (and usually ``user`` and ``key``).
 ``up`` runs the playbooks in ``playbooks/`` through :func:`~.runner.run_playbook`:
 
-1. ``prepare``  -- checks python3 >= 3.11; creates ``~/.testbed`` and a virtualenv
-   (``--system-site-packages``); ships the host helper ``tbhost.py``; reports host facts
-   (python, msgpack, tc, Docker engine, sch_netem, free TCP ports).
+1. ``prepare``  -- installs what is missing with apt (python3-venv; iproute2 when kernel
+   link emulation may be used) when the user is root or the host has ``become: true``, else
+   fails naming the host and the packages; checks python3 >= 3.11; creates ``~/.testbed``
+   and a virtualenv (``--system-site-packages``); ships the host helper ``tbhost.py``;
+   reports host facts (python, uid, msgpack, tc, Docker engine, sch_netem, egress devices,
+   free TCP ports). Then ``links`` (kernel emulation only) applies tc on every host.
 2. ``deploy``   -- ships the node bundle once per code version (``~/.testbed/code/<digest>``).
 3. ``start``    -- the node configs rendered from the plan (listening on the host's ports,
    peers at the other hosts' addresses), one detached process per node in the virtualenv.
 
 Nodes run as plain processes on every host (a host's Docker engine is detected and
-reported, not used). Link emulation is the node runtime's userspace emulation, per
-destination, from the plan's links: the kernel ``tc netem`` path is not implemented for
-this provider; which kernels have sch_netem is recorded in the deployment (``extra``).
+reported, not used). Link emulation (:mod:`.links`): kernel ``tc netem`` on each host's
+egress, one slice per destination *host* (``links`` playbook, before the nodes start;
+removed at ``down``), when every host has sch_netem, tc and root (or ``become: true``) and
+the plan's links are expressible per host pair; else the node runtime's userspace
+emulation per destination node. ``$TESTBED_ANSIBLE_EMULATION`` forces either. The choice
+and its reason are in the deployment and the manifest.
 
 Process faults go through one persistent SSH session per host to ``tbhost.py agent``,
 opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller process)
@@ -48,6 +54,9 @@ from testbed.errors import ProviderError
 from testbed.providers.ansible.bundle import TBHOST, build_bundle, tar_files
 from testbed.providers.ansible.inventory import (
     REMOTE_ROOT, host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
+)
+from testbed.providers.ansible.links import (
+    EMULATION_ENV, choose_emulation, devices_used, tc_vars, teardown_vars,
 )
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
 from testbed.providers.control import shutdown_nodes
@@ -107,6 +116,9 @@ class AnsibleProvider(Provider):
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
         hosts = plan_hosts(plan)
+        override = os.environ.get(EMULATION_ENV) or None
+        if override not in (None, "kernel", "userspace"):
+            raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
         records = [host_record(hp) for hp in hosts.values()]
         by_host = nodes_by_host(plan)
         state: dict[str, Any] = {"provider": self.name, "hosts": records, "roots": {}, "pids": {},
@@ -122,7 +134,10 @@ class AnsibleProvider(Provider):
             state["digest"] = digest
             progress(f"prepare {len(hosts)} hosts")
             inv = render_inventory(plan, run.run_id, ssh_args)
-            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest}, progress)
+            routes = [f"--route-to={hp.address}" for hp in hosts.values()]
+            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest,
+                                                "tb_emulation": override or "auto", "tb_route_args": routes},
+                               progress)
             state["timings"]["prepare_s"] = time.monotonic() - t
             facts: dict[str, dict[str, Any]] = {}
             for h in hosts:
@@ -136,7 +151,10 @@ class AnsibleProvider(Provider):
 
             # 2. configs: addresses from the plan's hosts, ports the hosts found free
             lay = layout(plan, {h: facts[h]["ports"] for h in hosts})
-            emulation = "userspace"
+            node_hosts = {n: p.host for n, p in plan.nodes.items()}
+            emulation, reason = choose_emulation(plan, node_hosts, facts, {h: hp.become for h, hp in hosts.items()},
+                                                 override)
+            progress(f"link emulation {emulation}: {reason}")
             peers = lay.peers()
             per_host: dict[str, dict[str, bytes]] = {h: {} for h in hosts}
             for n, ep in lay.endpoints.items():
@@ -152,22 +170,33 @@ class AnsibleProvider(Provider):
             for h, files in per_host.items():
                 tar_files(tmp / "configs" / f"{h}.tar", files)
             netem = {h: bool(facts[h].get("sch_netem")) for h in hosts}
-            extra = {"hosts": facts, "sch_netem": netem,
-                     "emulation_reason": "ansible provider: userspace emulation per destination "
-                                         "(kernel tc netem path not implemented)"}
+            extra = {"hosts": facts, "sch_netem": netem, "emulation_reason": reason}
             deployment = Deployment(run.run_id, self.name, emulation, lay.endpoints, extra)
-            run.update_manifest(hosts_sch_netem=netem, hosts_facts={
-                h: {k: f.get(k) for k in ("hostname", "kernel", "python", "msgpack", "tc", "docker_engine")}
+            run.update_manifest(hosts_sch_netem=netem, emulation=emulation, emulation_reason=reason, hosts_facts={
+                h: {k: f.get(k) for k in ("hostname", "kernel", "python", "uid", "msgpack", "tc", "docker_engine")}
                 for h, f in facts.items()})
             run.write("deployment.json", deployment.to_dict())
 
-            # 3. deploy the node bundle (once per code version)
+            # 3. kernel link emulation (tc on each host's egress, per destination host), before any node
+            if emulation == "kernel":
+                t = time.monotonic()
+                tc = tc_vars(plan, node_hosts, {h: hp.address for h, hp in hosts.items()},
+                             {h: facts[h].get("routes") or {} for h in hosts})
+                state["tc_devices"] = devices_used(tc)
+                run.save_state(state)
+                inv = render_inventory(plan, run.run_id, ssh_args, {h: {**hostvars[h], **tc[h]} for h in hosts})
+                run_playbook("links", inv, {}, progress)
+                deployment.extra["tc_commands"] = {h: v["tb_tc_add"] for h, v in tc.items()}
+                state["timings"]["links_s"] = time.monotonic() - t
+                run.write("deployment.json", deployment.to_dict())
+
+            # 4. deploy the node bundle (once per code version)
             t = time.monotonic()
             inv = render_inventory(plan, run.run_id, ssh_args, hostvars)
             run_playbook("deploy", inv, {"tb_bundle": str(bundle), "tb_digest": digest}, progress)
             state["timings"]["deploy_s"] = time.monotonic() - t
 
-            # 4. start one process per node
+            # 5. start one process per node
             t = time.monotonic()
             res = run_playbook("start", inv, {"tb_configs": str(tmp / "configs"), "tb_digest": digest}, progress)
             for h in hosts:
@@ -183,7 +212,7 @@ class AnsibleProvider(Provider):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-        # 5. every node answers; the agents are open before any schedule starts
+        # 6. every node answers; the agents are open before any schedule starts
         t = time.monotonic()
         from testbed.providers.control import Controls
 
@@ -353,6 +382,18 @@ class AnsibleProvider(Provider):
                 self.collect(run, progress)
             except ProviderError as e:
                 progress(f"collect before down failed: {e}")
+        if any(state.get("tc_devices", {}).values()) and not state.get("tc_removed"):
+            tv = teardown_vars(state["tc_devices"])
+            roots = state.get("roots", {})
+            inv = render_inventory_hosts(state["hosts"], run.run_id, self._ssh_args(),
+                                         {h["name"]: {"tb_root": roots.get(h["name"]), **tv.get(h["name"], {
+                                             "tb_tc_remove": [], "tb_tc_add": []})} for h in state["hosts"]})
+            run_playbook("links", inv, {}, progress)
+            with run.locked():
+                st = run.state
+                st["tc_removed"] = True
+                run.save_state(st)
+            progress("tc qdiscs removed")
         res = run_playbook("teardown", self._inventory(run.run_id, state), {}, progress)
         with run.locked():
             st = run.state

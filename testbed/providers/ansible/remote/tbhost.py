@@ -13,7 +13,13 @@ Commands (each prints one JSON object on stdout):
     prepare [--ports N] [--digest D]
                          the root's directories (0700), the virtualenv (--system-site-packages,
                          --without-pip), then what ``probe`` says
-    probe [--ports N]    host facts: python, msgpack, tc, docker, sch_netem, clock, N free TCP ports
+    probe [--ports N] [--route-to ADDR]...
+                         host facts: python, uid, msgpack, tc, docker, sch_netem, clock, N free TCP
+                         ports, the egress device towards each ADDR (``routes``)
+    check [--emulation auto|kernel|userspace]
+                         what ``prepare`` needs and this host lacks, as Debian package names
+                         (``missing``), whether it runs apt (``apt``) and its ``uid``; tc is needed
+                         for ``kernel``, and for ``auto`` when the kernel has sch_netem
     start RUN [--configs TAR] NODE...
                          unpack the node configs (plain file names only), start each node detached
                          (own session), write its pid file; {node: pid}
@@ -196,14 +202,16 @@ def _is_node(pid: int, host: Host, run: str, node: str) -> bool:
 
 
 # -- commands ---------------------------------------------------------------------------
-def probe(ports: int) -> dict:
+def probe(ports: int, routes: list[str] | None = None) -> dict:
     out = {"home": os.path.expanduser("~"), "python": sys.version.split()[0], "executable": sys.executable,
            "hostname": socket.gethostname(), "kernel": os.uname().release}
     out["msgpack"] = _has_msgpack()
-    out["tc"] = shutil.which("tc") or shutil.which("tc", path="/usr/sbin:/sbin")
+    out["tc"] = _tc()
     out["docker_cli"] = shutil.which("docker")
     out["docker_engine"] = os.path.exists("/var/run/docker.sock")
-    out["sch_netem"] = os.path.isdir("/sys/module/sch_netem")
+    out["sch_netem"] = _has_netem()
+    out["uid"] = os.getuid()
+    out["routes"] = {a: _route_dev(a) for a in (routes or [])}
     socks, free = [], []
     try:
         for _ in range(ports):
@@ -219,7 +227,56 @@ def probe(ports: int) -> dict:
     return out
 
 
-def prepare(host: Host, ports: int, digest: str | None) -> dict:
+def _has_netem() -> bool:
+    """Loaded, or a module of the running kernel that loads on demand."""
+    if os.path.isdir("/sys/module/sch_netem"):
+        return True
+    d = os.path.join("/lib/modules", os.uname().release, "kernel", "net", "sched")
+    try:
+        return any(f.startswith("sch_netem.ko") for f in os.listdir(d))
+    except OSError:
+        return False
+
+
+def _tc() -> str | None:
+    return shutil.which("tc") or shutil.which("tc", path="/usr/sbin:/sbin")
+
+
+def _route_dev(addr: str) -> str | None:
+    """The device ``ip route get ADDR`` names (None without ip or a route)."""
+    ip = shutil.which("ip") or shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if ip is None:
+        return None
+    try:
+        r = subprocess.run([ip, "-o", "route", "get", addr], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = r.stdout.split()
+    if r.returncode != 0 or "dev" not in words or words.index("dev") + 1 >= len(words):
+        return None
+    return words[words.index("dev") + 1]
+
+
+def check(host: Host, emulation: str) -> dict:
+    """Missing packages (Debian names): python3-venv when ``python3 -m venv`` cannot make the
+    virtualenv, iproute2 when tc is needed (kernel link emulation) and absent."""
+    missing = []
+    venv = os.path.join(host.root, "venv")
+    if not os.path.exists(os.path.join(venv, "bin", "python")):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tb-venv-check-") as d:
+            r = subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                                os.path.join(d, "v")], capture_output=True)
+            if r.returncode != 0:
+                missing.append("python3-venv")
+    need_tc = emulation == "kernel" or (emulation == "auto" and _has_netem())
+    if need_tc and _tc() is None:
+        missing.append("iproute2")
+    return {"missing": missing, "apt": shutil.which("apt-get") is not None, "uid": os.getuid()}
+
+
+def prepare(host: Host, ports: int, digest: str | None, routes: list[str] | None = None) -> dict:
     if sys.version_info < (3, 11):
         raise SystemExit(f"tbhost: python3 >= 3.11 is needed, this host has {sys.version.split()[0]}")
     for d in ("", "bin", "code", "runs") + ((f"code/{_safe(digest)}",) if digest else ()):
@@ -229,7 +286,7 @@ def prepare(host: Host, ports: int, digest: str | None) -> dict:
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv],
                        check=True, stdout=subprocess.DEVNULL)
-    out = probe(ports)
+    out = probe(ports, routes)
     out["root"] = host.root
     out["venv"] = os.path.join(venv, "bin", "python")
     return out
@@ -315,9 +372,13 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("probe")
     p.add_argument("--ports", type=int, default=0)
+    p.add_argument("--route-to", action="append", default=[])
     p = sub.add_parser("prepare")
     p.add_argument("--ports", type=int, default=0)
     p.add_argument("--digest", default=None)
+    p.add_argument("--route-to", action="append", default=[])
+    p = sub.add_parser("check")
+    p.add_argument("--emulation", choices=("auto", "kernel", "userspace"), default="auto")
     p = sub.add_parser("start")
     p.add_argument("run")
     p.add_argument("--configs", default=None)
@@ -328,9 +389,11 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     host = Host(a.root, a.code)
     if a.cmd == "probe":
-        _out(probe(a.ports))
+        _out(probe(a.ports, a.route_to))
     elif a.cmd == "prepare":
-        _out(prepare(host, a.ports, a.digest))
+        _out(prepare(host, a.ports, a.digest, a.route_to))
+    elif a.cmd == "check":
+        _out(check(host, a.emulation))
     elif a.cmd == "start":
         if a.configs:
             unpack_configs(host, a.run, a.configs)
