@@ -159,3 +159,4 @@ def test_host_helper_check_and_routes(tmp_path):
     assert out["missing"] == [] and isinstance(out["apt"], bool) and out["uid"] >= 0
     probe = _tbhost(tmp_path / "root", "probe", "--route-to=127.0.0.1", "--route-to=127.0.0.2")
     assert probe["routes"] == {"127.0.0.1": "lo", "127.0.0.2": "lo"} and isinstance(probe["sch_netem"], bool)
+
