@@ -7,6 +7,7 @@ import io
 import json
 import socket
 import subprocess
+import time
 import sys
 import tarfile
 from pathlib import Path
@@ -161,13 +162,15 @@ def test_host_agent_reports_a_node_that_died_with_its_stderr(tmp_path):
             st = call(id=3, op="status")["nodes"]["b1"]
             if st["state"] is None:
                 break
-            import time
-
             time.sleep(0.05)
         assert st == {"pid": pid, "state": None}
         assert call(id=4, op="signal", node="b1", sig="KILL") == {"id": 4, "ok": False,
                                                                   "error": "the node is not running"}
-        tail = call(id=5, op="tail", node="b1")["lines"]
+        for _ in range(100):  # the file is complete once the process is gone; allow a slow fs
+            tail = call(id=5, op="tail", node="b1")["lines"]
+            if tail:
+                break
+            time.sleep(0.05)
         assert tail and "b1.json" in " ".join(tail)
         assert call(id=6, op="spawn", node="../x")["ok"] is False
         assert call(id=7, op="nonsense")["ok"] is False
