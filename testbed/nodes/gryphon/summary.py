@@ -135,10 +135,15 @@ class Summary:
 
 
 class SubscriberIndex:
-    """Local subscribers of one SHB, indexed on an equality predicate for fan-out."""
+    """Local subscribers of one SHB, indexed on an equality predicate for fan-out.
+
+    A filter that is just ``[a,eq,v]`` matches every publication whose ``a`` is ``v``
+    (of v's type): found by one lookup, no predicate evaluation.
+    """
 
     def __init__(self) -> None:
-        self._eq: dict[tuple[str, Any], list[str]] = {}
+        self._only: dict[tuple[str, Any], list[str]] = {}  # filter == the indexed predicate
+        self._more: dict[tuple[str, Any], list[str]] = {}  # indexed predicate + others
         self._scan: list[tuple[str, Filter]] = []
         self.filters: dict[str, Filter] = {}
 
@@ -147,10 +152,12 @@ class SubscriberIndex:
             return
         self.filters[client] = f
         p = next((p for p in f.preds if p.op == "eq"), None)
-        if p is not None:
-            self._eq.setdefault((p.attr, p.value), []).append(client)
-        else:
+        if p is None:
             self._scan.append((client, f))
+        elif len(f.preds) == 1:
+            self._only.setdefault((p.attr, p.value), []).append(client)
+        else:
+            self._more.setdefault((p.attr, p.value), []).append(client)
 
     def __len__(self) -> int:
         return len(self.filters)
@@ -158,10 +165,12 @@ class SubscriberIndex:
     def match(self, attrs: dict[str, Any]) -> list[str]:
         out: list[str] = []
         for a, v in attrs.items():
-            try:
-                cands = self._eq.get((a, v))
-            except TypeError:  # unhashable value
+            if value_type(v) is None:  # bool, None, lists...: match no predicate
                 continue
+            cands = self._only.get((a, v))
+            if cands:
+                out.extend(cands)
+            cands = self._more.get((a, v))
             if cands:
                 out.extend(c for c in cands if matches(self.filters[c], attrs))
         out.extend(c for c, f in self._scan if matches(f, attrs))

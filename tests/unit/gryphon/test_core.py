@@ -232,6 +232,8 @@ def test_filters_parse_summary_index():
     idx.add("d", filter_of("[k,eq,1],[src,str-prefix,'p']"))
     assert sorted(idx.match({"k": 1})) == ["a", "b"]
     assert sorted(idx.match({"k": 1, "src": "pubs-0"})) == ["a", "b", "d"]
+    assert sorted(idx.match({"k": 1, "src": "x"})) == ["a", "b"]  # d's other predicate fails
+    assert sorted(idx.match({"k": 1.0})) == ["a", "b"] and idx.match({"k": True}) == ["b"]
     assert sorted(idx.match({"k": 7})) == ["b", "c"]
     assert idx.summary().everything
 
