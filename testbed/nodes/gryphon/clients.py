@@ -72,10 +72,17 @@ class ClientHost(Node):
         if self.role != "publisher":
             return
         self.running = True
-        self.t0 = self.rt.mono_ns() / 1e9
+        # the schedule runs from the run's t0, which is in the past for a process restarted
+        # mid-run: it resumes at the current point (seqs due while it was down are skipped, so
+        # none is reused) and still ends at t0 + duration
+        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
+        self.t0 = self.rt.mono_ns() / 1e9 + offset_s
         self.deadline = self.t0 + duration_s
+        if offset_s < 0:
+            for c in self.clients:
+                self.seq[c] = max(self.seq[c], int(-offset_s * self.rate))
         self._tick_s = max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9)))
-        self.rt.call_later(0.0, self._publish_tick)
+        self.rt.call_later(max(0.0, offset_s), self._publish_tick)
 
     async def stop_workload(self) -> None:
         self.running = False
