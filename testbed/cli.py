@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from testbed import __version__
@@ -26,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a template variable (repeatable)")
         sp.add_argument("--provider", choices=["local", "docker", "ansible"], help="override the file's provider")
+        sp.add_argument("--accept-unknown-host-keys", action="store_true",
+                        help="docker over ssh://: accept engine host keys missing from known_hosts "
+                             "(kept in memory only; default: refuse)")
 
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
@@ -90,6 +94,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     from testbed import api, ui
 
     rd = args.runs_dir
+    if getattr(args, "accept_unknown_host_keys", False):
+        from testbed.providers.docker.engine import ACCEPT_ENV
+
+        os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
         return 0

@@ -132,7 +132,8 @@ def connect(url: str | None = None, *, key_filename: str | None = None,
         adapter = ssh_adapter(url, accept_unknown=accept, key_filename=key_filename, timeout=timeout)
     except paramiko.SSHException as e:
         hint = "" if accept else (f" (host key unknown? add it to ~/.ssh/known_hosts, e.g. ssh-keyscan, "
-                                  f"or set {ACCEPT_ENV}=1 to accept unknown keys)")
+                                  f"or pass --accept-unknown-host-keys / set {ACCEPT_ENV}=1 to accept "
+                                  f"unknown keys)")
         raise ProviderError(f"ssh to docker engine {url}: {_short(e)}{hint}", host=host) from None
     except OSError as e:
         raise ProviderError(f"ssh to docker engine {url}: {_short(e)}", host=host) from None
