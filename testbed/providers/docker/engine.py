@@ -51,10 +51,21 @@ def accept_unknown_hosts(flag: bool | None = None, env: Mapping[str, str] | None
 
 
 def host_key_policy(accept_unknown: bool) -> Any:
-    """paramiko's policy for a host key missing from known_hosts: reject unless opted in."""
+    """paramiko's policy for a host key missing from known_hosts: reject unless opted in.
+
+    An accepted key is kept in memory only. paramiko's own AutoAddPolicy would write it
+    into the last known_hosts file loaded (``$TESTBED_KNOWN_HOSTS`` included).
+    """
     import paramiko
 
-    return paramiko.AutoAddPolicy() if accept_unknown else paramiko.RejectPolicy()
+    if not accept_unknown:
+        return paramiko.RejectPolicy()
+
+    class AcceptInMemory(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            client.get_host_keys().add(hostname, key.get_name(), key)
+
+    return AcceptInMemory()
 
 
 def known_hosts_files(env: Mapping[str, str] | None = None) -> list[str]:

@@ -26,7 +26,8 @@ def test_env_opt_in(value, expected):
 def test_explicit_flag_wins_over_env():
     assert engine.accept_unknown_hosts(False, env={engine.ACCEPT_ENV: "1"}) is False
     assert engine.accept_unknown_hosts(True, env={}) is True
-    assert isinstance(engine.host_key_policy(True), paramiko.AutoAddPolicy)
+    accept = engine.host_key_policy(True)
+    assert not isinstance(accept, (paramiko.RejectPolicy, paramiko.AutoAddPolicy))  # accepts, never saves
 
 
 def test_adapter_carries_policy_key_and_known_hosts(tmp_path, monkeypatch):
@@ -43,7 +44,7 @@ def test_adapter_carries_policy_key_and_known_hosts(tmp_path, monkeypatch):
     assert a.ssh_params["key_filename"] == "/keys/id"
     assert a.ssh_client.get_host_keys().lookup("engine.example") is not None
     b = engine.ssh_adapter("ssh://alice@engine.example", accept_unknown=True, connect=False)
-    assert isinstance(b.ssh_client._policy, paramiko.AutoAddPolicy)
+    assert not isinstance(b.ssh_client._policy, (paramiko.RejectPolicy, paramiko.AutoAddPolicy))
 
 
 def test_bad_ssh_url():

@@ -1,0 +1,96 @@
+"""A Docker engine reached over real SSH (ssh://), with known_hosts verification.
+
+An sshd of this test's own on a loopback port, with host and client keys made for
+the test, in front of this machine's engine: the same path a remote `docker:
+ssh://user@host` takes. Markers ``docker`` and ``ssh``: in CI a skip fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import ProviderError
+
+pytestmark = [pytest.mark.docker, pytest.mark.ssh, pytest.mark.timeout(300)]
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        if _ci():
+            pytest.fail(f"CI needs this: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    _need(os.path.exists(SSHD), "sshd is not installed (apt-get install openssh-server)")
+    _need(os.geteuid() == 0, "the test sshd must run as root to log in as root")
+    _need(shutil.which("docker") is not None, "the docker CLI is needed on the engine's host")
+    d = tmp_path_factory.mktemp("sshd")
+    for k in ("host", "client", "other"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / k)], check=True)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\nPidFile {d / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPasswordAuthentication no\n"
+        "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n")
+    Path("/run/sshd").mkdir(exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    host_key = " ".join((d / "host.pub").read_text().split()[:2])
+    other_key = " ".join((d / "other.pub").read_text().split()[:2])
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n")
+    (d / "wrong_known_hosts").write_text(f"[127.0.0.1]:{port} {other_key}\n")
+    yield {"url": f"ssh://root@127.0.0.1:{port}", "key": str(d / "client"), "dir": d}
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _connect(sshd, monkeypatch, known_hosts: str, accept: bool | None = None):
+    from testbed.providers.docker import engine
+
+    monkeypatch.setenv("HOME", str(sshd["dir"]))  # no ~/.ssh/known_hosts of the machine's
+    monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / known_hosts))
+    monkeypatch.delenv(engine.ACCEPT_ENV, raising=False)
+    return engine.connect(sshd["url"], key_filename=sshd["key"], accept_unknown=accept, timeout=60)
+
+
+def test_engine_over_ssh_with_a_known_host_key(sshd, monkeypatch):
+    client = _connect(sshd, monkeypatch, "known_hosts")
+    assert client.ping()
+    assert client.version()["Version"]
+
+
+def test_unknown_host_key_is_refused_unless_opted_in(sshd, monkeypatch, tmp_path):
+    (sshd["dir"] / "empty_known_hosts").write_text("")
+    with pytest.raises(ProviderError, match="not found in known_hosts.*--accept-unknown-host-keys"):
+        _connect(sshd, monkeypatch, "empty_known_hosts")
+    assert _connect(sshd, monkeypatch, "empty_known_hosts", accept=True).ping()
+    assert (sshd["dir"] / "empty_known_hosts").read_text() == ""  # an accepted key is not written
+
+
+def test_a_changed_host_key_is_refused_even_when_opted_in(sshd, monkeypatch):
+    with pytest.raises(ProviderError):
+        _connect(sshd, monkeypatch, "wrong_known_hosts", accept=True)
