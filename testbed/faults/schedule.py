@@ -249,6 +249,7 @@ class ScheduleRunner:
     def _after_restart(self, node: str) -> None:
         """Once the restarted node answers: give it the current link state and the workload."""
         try:
+            self.controls.refresh(self.run.deployment())  # the provider may have moved its endpoint
             self.controls.wait_ready([node], timeout=30.0)
             for op, args in self.links.restore_calls(node):
                 self.controls.call(node, op, **args)

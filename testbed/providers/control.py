@@ -88,6 +88,15 @@ class Controls:
             if pending:
                 time.sleep(0.05)
 
+    def refresh(self, deployment: Deployment) -> None:
+        """Take endpoints that moved (e.g. a restarted container's published control port)."""
+        for node, ep in deployment.endpoints.items():
+            old = self.deployment.endpoints.get(node)
+            if old is not None and (tuple(old.control) != tuple(ep.control) or tuple(old.data) != tuple(ep.data)):
+                with self._locks[node]:
+                    self.deployment.endpoints[node] = ep
+                    self._drop(node)
+
     def _drop(self, node: str) -> None:
         c = self._clients.pop(node, None)
         if c is not None:

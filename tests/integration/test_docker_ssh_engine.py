@@ -94,3 +94,48 @@ def test_unknown_host_key_is_refused_unless_opted_in(sshd, monkeypatch, tmp_path
 def test_a_changed_host_key_is_refused_even_when_opted_in(sshd, monkeypatch):
     with pytest.raises(ProviderError):
         _connect(sshd, monkeypatch, "wrong_known_hosts", accept=True)
+
+
+def test_a_run_on_a_remote_engine_over_ssh(sshd, monkeypatch, tmp_path):
+    """`docker: ssh://...` on a host: containers on that engine, faults, logs back, checks, cleanup.
+
+    The test sshd keeps sshd's default MaxSessions (10): the provider must stay under it.
+    """
+    from testbed import api
+    from testbed.providers.docker import engine
+
+    monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / "known_hosts"))
+    topo = tmp_path / "remote.yaml"
+    topo.write_text(f"""
+version: 1
+name: remote-docker
+protocol: pubsub
+provider: docker
+duration: 8s
+sites:
+  a: {{}}
+hosts:
+  h1: {{docker: "{sshd['url']}", key: {sshd['key']}, site: a}}
+nodes:
+  b1: {{role: broker, site: a, host: h1}}
+  b2: {{role: broker, site: a, host: h1, neighbors: [b1]}}
+clients:
+  pubs: {{role: publisher, count: 2, attach: b1, rate: 20/s, size: 50B, host: h1}}
+  subs: {{role: subscriber, count: 2, attach: b2, filter: "[class,eq,'STOCK']", host: h1}}
+faults:
+  - {{at: 3s, crash: b2}}
+  - {{at: 4s, restart: b2}}
+  - {{at: 5s, cut: [b1, b2], for: 1s}}
+""")
+    events = []
+    (rd,) = api.run(str(topo), runs_dir=str(tmp_path / "runs"), on_event=events.append)
+    m = rd.manifest
+    assert all(e["status"] == "done" for e in m["timeline"]), m["timeline"]
+    # the restarted container's control port moved; the controller followed it
+    assert any(e.get("kind") == "restarted" and e["node"] == "b2" for e in events), events
+    assert not [e for e in events if e.get("kind") == "error"], events
+    assert {p.stem for p in rd.logs_dir.glob("*.jsonl")} == {"b1", "b2", "pubs", "subs"}
+    checks = api.run_checks(rd)
+    assert checks and all(c["passed"] for c in checks), checks
+    client = engine.connect()
+    assert client.containers.list(all=True, filters={"label": f"testbed.run={rd.run_id}"}) == []

@@ -18,6 +18,7 @@ from testbed.errors import ProviderError
 
 ACCEPT_ENV = "TESTBED_DOCKER_ACCEPT_UNKNOWN_HOSTS"
 KNOWN_HOSTS_ENV = "TESTBED_KNOWN_HOSTS"
+SSH_SESSIONS = 8  # concurrent SSH sessions to one engine (sshd's MaxSessions defaults to 10)
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -101,6 +102,15 @@ def _adapter_class():
             if self._tb_connect:
                 super()._connect()
 
+        def get_connection(self, url: Any, proxies: Any = None) -> Any:
+            # every pooled HTTP connection is one SSH session: block at the pool's size rather
+            # than open more sessions than sshd allows (MaxSessions, 10 by default)
+            # docker-py keys its pools by the whole request URL: one pool per API path, each
+            # with its own sessions. One pool for the engine keeps the cap real.
+            pool = super().get_connection("http+docker://ssh", proxies)
+            pool.block = True
+            return pool
+
     return PolicySSHAdapter
 
 
@@ -110,7 +120,8 @@ def ssh_adapter(url: str, *, accept_unknown: bool, key_filename: str | None = No
     parse_ssh_url(url)
     cls = _adapter_class()
     return cls(url, accept_unknown=accept_unknown, key_filename=key_filename,
-               known_hosts=known_hosts_files(), connect=connect, timeout=timeout)
+               known_hosts=known_hosts_files(), connect=connect, timeout=timeout,
+               max_pool_size=SSH_SESSIONS)
 
 
 def connect(url: str | None = None, *, key_filename: str | None = None,
