@@ -88,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted (run `testbed down` to stop what is still up)", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug or an unforeseen failure: one line, the traceback on request
+        if args.debug:
+            raise
+        print(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+              f"(run with --debug for the traceback; `testbed down` or `testbed wipe` cleans up)",
+              file=sys.stderr)
+        return 70
 
 
 def _dispatch(args: argparse.Namespace) -> int:

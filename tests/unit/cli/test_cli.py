@@ -25,3 +25,19 @@ def test_bad_usage_is_one_line_exit_2(tmp_path, capsys):
     assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such file" in err[0]
+
+
+def test_an_unexpected_failure_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
+    import pytest
+
+    from testbed import api
+
+    def boom(*a, **k):
+        raise RuntimeError("disk on fire\nsecond line")
+
+    monkeypatch.setattr(api, "validate", boom)
+    assert cli.main(["validate", SMOKE]) == 70
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RuntimeError: disk on fire" in err[0] and "--debug" in err[0]
+    with pytest.raises(RuntimeError):
+        cli.main(["--debug", "validate", SMOKE])
