@@ -23,6 +23,7 @@ from testbed.nodes.runtime.api import Node
 class ClientHost(Node):
     def __init__(self, rt) -> None:
         super().__init__(rt)
+        self._born_ns = rt.wall_ns()
         g = self.config.get("clients") or {}
         self.group = g.get("name", self.name)
         self.role = g.get("role", self.config.get("role"))
@@ -72,13 +73,13 @@ class ClientHost(Node):
         if self.role != "publisher":
             return
         self.running = True
-        # the schedule runs from the run's t0, which is in the past for a process restarted
-        # mid-run: it resumes at the current point (seqs due while it was down are skipped, so
-        # none is reused) and still ends at t0 + duration
+        # the schedule runs from the run's t0 (the runtime calls this at t0, a little late at
+        # times: the ticks catch up). A process restarted after t0 resumes at the current point
+        # (seqs due while it was down are skipped, so none is reused) and ends at t0 + duration
         offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
         self.t0 = self.rt.mono_ns() / 1e9 + offset_s
         self.deadline = self.t0 + duration_s
-        if offset_s < 0:
+        if self._born_ns > t0_wall_ns:  # restarted after t0 (not merely a late timer)
             for c in self.clients:
                 self.seq[c] = max(self.seq[c], int(-offset_s * self.rate))
         self._tick_s = max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9)))

@@ -171,6 +171,7 @@ class ClientHost(Node):
         self.advs: dict[str, dict[str, str]] = {c: {} for c in self.clients}  # client -> adv_id -> text
         self.subs: dict[str, dict[str, str]] = {c: {} for c in self.clients}  # client -> sub_id -> text
         self._nsub = dict.fromkeys(self.clients, 0)
+        self._born_ns = self.rt.wall_ns()
         self.incarnation = _next_incarnation(self.config.get("state_dir"))
         self.seq = dict.fromkeys(self.clients, self.incarnation * SEQ_STRIDE)
         self._seen_up: set[str] = set()
@@ -236,9 +237,11 @@ class ClientHost(Node):
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
-        # t0 may be in the past: a process restarted mid-run resumes the schedule where it
-        # stands now (what fell due while it was down is not sent) and still ends at t0 + duration
+        # The runtime calls this at t0, a little late at times: then the timer catches up. A
+        # process restarted mid-run (born after t0) instead resumes the schedule where it stands
+        # now -- what fell due while it was down is not sent -- and still ends at t0 + duration.
         offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
+        restarted = self._born_ns > t0_wall_ns
         delay = max(0.0, offset_s)
         self._running = True
         if self.role == "publisher":
@@ -248,7 +251,7 @@ class ClientHost(Node):
                 self._pub_start = start
                 self._pub_end = start + int(duration_s * 1e9)
                 self._pub_period_ns = 1e9 / total
-                self._pub_k = max(0, math.ceil(-offset_s * total))
+                self._pub_k = max(0, math.ceil(-offset_s * total)) if restarted else 0
                 self._pub_timer = self.rt.call_later(delay, self._publish_tick)
         else:
             for at, tick in ((self.unsubscribe_at, self._unsub_tick), (self.resubscribe_at, self._resub_tick)):
