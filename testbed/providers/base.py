@@ -71,6 +71,16 @@ class Deployment:
 PROCESS_OPS = ("crash", "restart", "pause", "resume")
 
 
+def process_status(node: str, pid: int | None, state: str | None, where: str = "") -> NodeStatus:
+    """A node process's status from its /proc state letter (None: the process is gone)."""
+    detail = f"{where}: pid {pid}" if where else f"pid {pid}"
+    if state in (None, "Z"):
+        return NodeStatus(node, "stopped", f"{detail} gone")
+    if state == "T":
+        return NodeStatus(node, "paused", detail)
+    return NodeStatus(node, "running", detail)
+
+
 class Provider(ABC):
     """One backend. Instances are cheap; all durable state lives in the run directory."""
 
@@ -96,9 +106,12 @@ class Provider(ABC):
     def collect(self, run: "RunDir", progress: Progress) -> None:
         """Bring every node's log into ``run.logs_dir`` (no-op where they are written there)."""
 
-    @abstractmethod
     def logs_path(self, run: "RunDir", node: str) -> str:
-        """A local path where the node's current log can be read (for ``testbed logs``)."""
+        """A local path where the node's current log can be read (for ``testbed logs``).
+
+        Default: the run directory's ``logs/<node>.jsonl``, where every provider here writes
+        (local, docker bind mounts) or collects (ansible) the logs."""
+        return str(run.logs_dir / f"{node}.jsonl")
 
     def warm_up(self, run: "RunDir") -> None:
         """Open what process faults will need (e.g. SSH sessions) before the schedule starts,

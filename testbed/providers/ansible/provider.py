@@ -60,7 +60,7 @@ from testbed.providers.ansible.links import (
 )
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
 from testbed.providers.control import shutdown_nodes
-from testbed.providers.base import Deployment, NodeStatus, Progress, Provider
+from testbed.providers.base import Deployment, NodeStatus, Progress, Provider, process_status
 from testbed.render.node_config import render_node_config
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
@@ -333,16 +333,9 @@ class AnsibleProvider(Provider):
             info = by_host.get(h, {}).get(n)
             if info is None:
                 out.append(NodeStatus(n, "unknown", "never started"))
-            elif info.get("state") is None:
-                out.append(NodeStatus(n, "stopped", f"{h}: pid {info.get('pid')} gone"))
-            elif info["state"] == "T":
-                out.append(NodeStatus(n, "paused", f"{h}: pid {info['pid']}"))
             else:
-                out.append(NodeStatus(n, "running", f"{h}: pid {info['pid']}"))
+                out.append(process_status(n, info.get("pid"), info.get("state"), h))
         return out
-
-    def logs_path(self, run: RunDir, node: str) -> str:
-        return str(run.logs_dir / f"{node}.jsonl")
 
     def collect(self, run: RunDir, progress: Progress) -> None:
         state = run.state

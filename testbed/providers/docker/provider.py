@@ -441,9 +441,6 @@ class DockerProvider(Provider):
                 out.append(NodeStatus(node, "unknown", detail))
         return out
 
-    def logs_path(self, run: RunDir, node: str) -> str:
-        return str(run.logs_dir / f"{node}.jsonl")
-
     def collect(self, run: RunDir, progress: Progress) -> None:
         st = run.state
         if not st.get("remote"):

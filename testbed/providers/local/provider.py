@@ -19,7 +19,7 @@ from pathlib import Path
 
 from testbed.errors import ProviderError
 from testbed.nodes.runtime.harness import free_ports
-from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
+from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider, process_status
 from testbed.providers.control import Controls, shutdown_nodes
 from testbed.render.node_config import render_node_config
 from testbed.runs.rundir import RunDir, write_json_atomic
@@ -205,19 +205,11 @@ class LocalProvider(Provider):
         out = []
         for node in run.plan().nodes:
             pid = pids.get(node)
-            st = _proc_state(pid) if pid else None
             if pid is None:
                 out.append(NodeStatus(node, "unknown", "never started"))
-            elif st in (None, "Z"):
-                out.append(NodeStatus(node, "stopped", f"pid {pid} gone"))
-            elif st == "T":
-                out.append(NodeStatus(node, "paused", f"pid {pid}"))
             else:
-                out.append(NodeStatus(node, "running", f"pid {pid}"))
+                out.append(process_status(node, pid, _proc_state(pid)))
         return out
-
-    def logs_path(self, run: RunDir, node: str) -> str:
-        return str(run.logs_dir / f"{node}.jsonl")
 
     def collect(self, run: RunDir, progress: Progress) -> None:
         progress("logs are written in the run directory already")
