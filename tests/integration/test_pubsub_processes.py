@@ -8,7 +8,6 @@ control op ``start`` and ended with ``shutdown``; assertions read the JSON-lines
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import time
@@ -16,7 +15,7 @@ import time
 import pytest
 
 from testbed.nodes.pubsub.filters import matches, parse
-from testbed.nodes.runtime.harness import NodeProc, free_ports, wait_for
+from testbed.nodes.runtime.harness import NodeProc, free_ports, wait_for, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -49,11 +48,7 @@ def write_configs(workdir, brokers, groups, params=None, links=None):
             "log_path": os.path.join(workdir, "logs", f"{n}.jsonl"),
             "state_dir": os.path.join(workdir, "state", n), "log_flush_ms": 50,
         }
-        path = os.path.join(workdir, f"{n}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(cfg, f, indent=1)
-        cfg["_path"] = path
-        cfgs[n] = cfg
+        cfgs[n] = write_config(workdir, n, cfg)
     return cfgs
 
 

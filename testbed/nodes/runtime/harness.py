@@ -58,12 +58,17 @@ def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", pro
             "log_path": os.path.join(workdir, "logs", f"{n}.jsonl"),
             "state_dir": os.path.join(workdir, "state", n), "log_flush_ms": 100,
         }
-        path = os.path.join(workdir, f"{n}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(cfg, f, indent=1)
-        cfg["_path"] = path
-        cfgs[n] = cfg
+        cfgs[n] = write_config(workdir, n, cfg)
     return cfgs
+
+
+def write_config(workdir: str, name: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Write ``workdir/<name>.json``; the returned config remembers its path as ``_path``."""
+    path = os.path.join(workdir, f"{name}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(cfg, f, indent=1)
+    cfg["_path"] = path
+    return cfg
 
 
 class NodeProc:
