@@ -86,7 +86,8 @@ def _hosts(topo: Topology) -> dict[str, HostPlan]:
     if not topo.hosts:
         return {DEFAULT_HOST: HostPlan(name=DEFAULT_HOST)}
     return {n: HostPlan(name=n, address=h.address, user=h.user, site=h.site, port=h.port,
-                        key=h.key, docker=h.docker, become=h.become)
+                        key=h.key, docker=h.docker, become=h.become,
+                        runtime=h.runtime)
             for n, h in topo.hosts.items()}
 
 

@@ -59,6 +59,7 @@ class HostPlan:
     docker: str | None = None  # e.g. "ssh://user@addr" for a remote Docker engine
     extra: dict[str, Any] = field(default_factory=dict)
     become: bool = False  # ansible provider: the user may become root (sudo) on this host
+    runtime: str = "auto"  # ansible provider: auto | docker (a container per node) | process
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ class Host(StrictModel):
     key: str | None = None
     docker: str | None = None
     become: StrictBool = False  # ansible provider: may install packages / run tc as root (sudo)
+    runtime: Literal["auto", "docker", "process"] = "auto"  # ansible provider: containers or processes
 
 
 class Node(StrictModel):

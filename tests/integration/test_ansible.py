@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.providers.ansible.testhosts import HOSTS, IMAGE, USER, SSHHosts
+from testbed.providers.ansible.testhosts import HOSTS, IMAGE, USER, SSHHosts, set_vars, spread_smoke
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -63,29 +63,10 @@ def ansible_env(ssh_hosts, tmp_path, monkeypatch):
     return ssh_hosts
 
 
-def spread_smoke(dest: Path) -> Path:
-    """The smoke topology with its three sites on three hosts, plus a process fault on h1."""
-    text = (ROOT / "topologies" / "smoke.yaml").read_text()
-    hosts = "hosts:\n" + "".join(
-        f"  {h}: {{address: \"{{{{ {h}_addr }}}}\", user: {USER}, key: \"{{{{ key }}}}\", site: {s}}}\n"
-        for h, s in zip(HOSTS, ("ny", "rome", "tokyo")))
-    text = text.replace("\nnodes:", "\n" + hosts + "\nnodes:", 1)
-    text = text.replace("  - {at: 16s, pause: b5, for: 1.5s}",
-                        "  - {at: 16s, pause: b5, for: 1.5s}\n  - {at: 6.5s, pause: b2, for: 1s}", 1)
-    assert "pause: b2" in text and "hosts:" in text
-    p = dest / "smoke-ansible.yaml"
-    p.write_text(text)
-    return p
-
-
-def _set_vars(hosts: SSHHosts) -> dict[str, str]:
-    return {**{f"{h}_addr": a for h, a in hosts.addresses.items()}, "key": str(hosts.key)}
-
-
 def test_smoke_across_three_hosts(ansible_env, tmp_path):
     hosts = ansible_env
     topo = spread_smoke(tmp_path)
-    (rd,) = api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"))
+    (rd,) = api.run(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"))
     m = rd.manifest
     plan = rd.plan()
     assert m["provider"] == "ansible" and m["emulation"] == "userspace"
@@ -146,7 +127,7 @@ def test_unknown_host_key_is_refused(ansible_env, tmp_path, monkeypatch):
 
     topo = spread_smoke(tmp_path)
     with pytest.raises(ProviderError) as ei:
-        api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
+        api.run(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
                 analyze=False)
     msg = str(ei.value)
     assert "unreachable" in msg and all(h in msg for h in HOSTS), msg
@@ -161,7 +142,7 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     hosts = ansible_env
     topo = spread_smoke(tmp_path)
     runs = str(tmp_path / "runs")
-    rd = api.up(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=runs)  # background schedule
+    rd = api.up(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=runs)  # background schedule
     st = api.status(rd.run_id, runs_dir=runs)
     assert {n["state"] for n in st["nodes"]} == {"running"}
     deadline = time.monotonic() + 60
@@ -212,7 +193,7 @@ def test_missing_tc_that_cannot_be_installed_names_the_host(ansible_env, tmp_pat
     subprocess.run(["docker", "exec", hosts.containers["h3"], "mv", tc, tc + ".hidden"], check=True)
     try:
         with pytest.raises(ProviderError) as ei:
-            api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
+            api.run(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs"),
                     analyze=False)
     finally:
         subprocess.run(["docker", "exec", hosts.containers["h3"], "mv", tc + ".hidden", tc], check=True)
@@ -221,7 +202,7 @@ def test_missing_tc_that_cannot_be_installed_names_the_host(ansible_env, tmp_pat
            "topology does not set become: true on this host)" in msg, msg
     assert "h1" not in msg and "h2" not in msg, msg
     with pytest.raises(ProviderError) as ei:
-        api.run(str(topo), set_vars=_set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs2"),
+        api.run(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=str(tmp_path / "runs2"),
                 analyze=False)
     msg = str(ei.value)
     assert "TESTBED_ANSIBLE_EMULATION=kernel: host h1: tc needs root" in msg and "host h3" in msg, msg

@@ -52,6 +52,9 @@ from typing import Any
 
 from testbed.errors import ProviderError
 from testbed.providers.ansible.bundle import TBHOST, build_bundle, tar_files
+from testbed.providers.ansible.images import (
+    IMAGE_MODE_ENV, build_base, build_context, choose_mode, choose_runtimes, image_ref, saved_image,
+)
 from testbed.providers.ansible.inventory import (
     REMOTE_ROOT, host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
 )
@@ -126,6 +129,16 @@ class AnsibleProvider(Provider):
         run.save_state(state)
         _register(records)
         ssh_args = self._ssh_args()
+        wanted = {h: hp.runtime for h, hp in hosts.items()}
+        ref = digest_full = None
+        if any(w != "process" for w in wanted.values()):
+            try:
+                ref, digest_full = image_ref()
+            except ProviderError as e:  # no node Dockerfile (not a source checkout): processes only
+                if any(w == "docker" for w in wanted.values()):
+                    raise
+                progress(f"containers not possible ({e}); nodes run as processes")
+                wanted = {h: "process" for h in wanted}
         tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-up-"))
         try:
             # 1. prepare: the root, the virtualenv, facts and free ports
@@ -133,10 +146,12 @@ class AnsibleProvider(Provider):
             bundle, digest = build_bundle(cache_dir())
             state["digest"] = digest
             progress(f"prepare {len(hosts)} hosts")
-            inv = render_inventory(plan, run.run_id, ssh_args)
+            inv = render_inventory(plan, run.run_id, ssh_args, {h: {"tb_runtime": w} for h, w in wanted.items()})
             routes = [f"--route-to={hp.address}" for hp in hosts.values()]
+            image_args = ["--image", ref] if ref else []
             res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest,
-                                                "tb_emulation": override or "auto", "tb_route_args": routes},
+                                                "tb_emulation": override or "auto",
+                                                "tb_prepare_args": routes + image_args},
                                progress)
             state["timings"]["prepare_s"] = time.monotonic() - t
             facts: dict[str, dict[str, Any]] = {}
@@ -146,7 +161,12 @@ class AnsibleProvider(Provider):
                     raise ProviderError("prepare reported no host facts", host=h)
                 facts[h] = probe
                 state["roots"][h] = probe["root"]
+            runtimes, runtime_why = choose_runtimes(wanted, facts)
+            state["runtimes"] = runtimes
             run.save_state(state)
+            for h in hosts:
+                progress(f"{h}: nodes run as {'containers' if runtimes[h] == 'docker' else 'processes'} "
+                         f"({runtime_why[h]})")
             hostvars = {h: {"tb_root": state["roots"][h]} for h in hosts}
 
             # 2. configs: addresses from the plan's hosts, ports the hosts found free
@@ -170,10 +190,13 @@ class AnsibleProvider(Provider):
             for h, files in per_host.items():
                 tar_files(tmp / "configs" / f"{h}.tar", files)
             netem = {h: bool(facts[h].get("sch_netem")) for h in hosts}
-            extra = {"hosts": facts, "sch_netem": netem, "emulation_reason": reason}
+            extra = {"hosts": facts, "sch_netem": netem, "emulation_reason": reason, "runtimes": runtimes,
+                     "runtime_reasons": runtime_why}
             deployment = Deployment(run.run_id, self.name, emulation, lay.endpoints, extra)
-            run.update_manifest(hosts_sch_netem=netem, emulation=emulation, emulation_reason=reason, hosts_facts={
-                h: {k: f.get(k) for k in ("hostname", "kernel", "python", "uid", "msgpack", "tc", "docker_engine")}
+            run.update_manifest(hosts_sch_netem=netem, emulation=emulation, emulation_reason=reason,
+                                hosts_runtime=runtimes, hosts_runtime_reason=runtime_why, hosts_facts={
+                h: {**{k: f.get(k) for k in ("hostname", "kernel", "python", "uid", "msgpack", "tc", "docker_engine")},
+                    "docker_version": (f.get("docker") or {}).get("version")}
                 for h, f in facts.items()})
             run.write("deployment.json", deployment.to_dict())
 
@@ -190,14 +213,37 @@ class AnsibleProvider(Provider):
                 state["timings"]["links_s"] = time.monotonic() - t
                 run.write("deployment.json", deployment.to_dict())
 
-            # 4. deploy the node bundle (once per code version)
+            # 4. deploy the node bundle (once per code version) and, to container hosts that lack
+            #    it, the node image (docker save/copy/load, or a build context to docker build)
             t = time.monotonic()
-            inv = render_inventory(plan, run.run_id, ssh_args, hostvars)
-            run_playbook("deploy", inv, {"tb_bundle": str(bundle), "tb_digest": digest}, progress)
+            need = sorted(h for h in hosts if runtimes[h] == "docker" and not facts[h]["docker"].get("image"))
+            image_vars: dict[str, Any] = {"tb_image_file": "", "tb_image_ref": ref or "", "tb_image_base": ""}
+            image_info: dict[str, Any] = {}
+            if ref and any(r == "docker" for r in runtimes.values()):
+                image_info = {"ref": ref, "context": digest_full,
+                              "present": sorted(h for h in hosts if runtimes[h] == "docker" and h not in need)}
+            if need:
+                mode, why = choose_mode(os.environ.get(IMAGE_MODE_ENV) or None)
+                progress(f"node image {ref} to {', '.join(need)}: {mode} ({why})")
+                if mode == "save":
+                    image_vars["tb_image_file"] = str(saved_image(cache_dir(), ref, progress))
+                else:
+                    image_vars["tb_image_file"] = str(build_context(cache_dir(), ref))
+                    image_vars["tb_image_base"] = build_base()
+                image_info.update(mode=mode, reason=why, shipped=need, base=image_vars["tb_image_base"] or None)
+            inv = render_inventory(plan, run.run_id, ssh_args, {h: {
+                **hostvars[h], "tb_image_action": (image_info.get("mode", "none") if h in need else "none")}
+                for h in hosts})
+            run_playbook("deploy", inv, {"tb_bundle": str(bundle), "tb_digest": digest, **image_vars}, progress)
             state["timings"]["deploy_s"] = time.monotonic() - t
+            if image_info:
+                run.update_manifest(node_image=image_info)
+                deployment.extra["node_image"] = image_info
 
             # 5. start one process per node
             t = time.monotonic()
+            inv = render_inventory(plan, run.run_id, ssh_args, {h: {
+                **hostvars[h], "tb_image_args": ["--image", ref] if runtimes[h] == "docker" else []} for h in hosts})
             res = run_playbook("start", inv, {"tb_configs": str(tmp / "configs"), "tb_digest": digest}, progress)
             for h in hosts:
                 pids = res.reports.get(h, {}).get("report start", {}).get("json") or {}

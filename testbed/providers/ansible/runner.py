@@ -83,10 +83,12 @@ def _short(msg: Any) -> str:
 
 
 def _message(res: dict[str, Any]) -> str:
-    for k in ("msg", "stderr", "module_stderr", "stdout"):
-        if res.get(k):
-            return _short(res[k])
-    return "failed"
+    """Why a task failed: its message, and for a command the last line it wrote to stderr."""
+    msg = next((_short(res[k]) for k in ("msg", "stderr", "module_stderr", "stdout") if res.get(k)), "failed")
+    err = _short(res.get("stderr"))
+    if err and err != msg:
+        msg = f"{msg}: {err}"
+    return msg
 
 
 def run_playbook(name: str, inventory: str, extravars: dict[str, Any], progress: Progress,

@@ -5,6 +5,14 @@ no msgpack, no Docker engine) on the default bridge, with fresh host keys, the c
 ed25519 user key (generated here, in the caller's temporary directory) and its host key pinned
 in a known_hosts file, so every connection runs with StrictHostKeyChecking=yes.
 Containers carry the label ``testbed.sshtest=1``.
+
+Hosts named in ``docker=`` are containers of ``testbed-sshhost-docker`` instead: a Docker engine
+of their own (docker-in-docker; the SSH user is in the ``docker`` group), run with every
+capability the outer engine may grant but CAP_SYS_RESOURCE (which this machine's bounding set
+lacks, so ``--privileged`` fails), seccomp/AppArmor unconfined, a private cgroup namespace
+(the entry point remounts the cgroup hierarchies writable) and an anonymous volume for
+``/var/lib/docker`` (removed with the container). Everything the inner engine runs dies with
+the host container.
 """
 
 from __future__ import annotations
@@ -16,6 +24,10 @@ import uuid
 from pathlib import Path
 
 IMAGE = os.environ.get("TESTBED_SSH_HOST_IMAGE", "testbed-sshhost:3")
+DOCKER_IMAGE = os.environ.get("TESTBED_SSH_DOCKER_HOST_IMAGE", "testbed-sshhost-docker:1")
+DIND_ARGS = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--cgroupns", "private",
+             "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+             "--security-opt", "systempaths=unconfined", "-v", "/var/lib/docker")
 USER = "tb"
 HOSTS = ("h1", "h2", "h3")
 
@@ -30,8 +42,9 @@ def _docker(*args: str, input: bytes | None = None, check: bool = True) -> str:
 class SSHHosts:
     """Three sshd containers with the test's key and pinned host keys."""
 
-    def __init__(self, tmp: Path, names: tuple[str, ...] = HOSTS):
+    def __init__(self, tmp: Path, names: tuple[str, ...] = HOSTS, docker: tuple[str, ...] = ()):
         self.names = names
+        self.docker = tuple(docker)
         self.tag = uuid.uuid4().hex[:8]
         self.tmp = tmp
         self.key = tmp / "id_ed25519"
@@ -45,7 +58,11 @@ class SSHHosts:
         pub = (self.tmp / "id_ed25519.pub").read_bytes()
         for h in self.names:
             name = f"tb-sshhost-{self.tag}-{h}"
-            _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h, IMAGE)
+            if h in self.docker:
+                _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h,
+                        *DIND_ARGS, DOCKER_IMAGE)
+            else:
+                _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h, IMAGE)
             self.containers[h] = name
         lines = []
         for h, name in self.containers.items():
@@ -71,6 +88,30 @@ class SSHHosts:
                 time.sleep(0.1)
             else:
                 raise RuntimeError(f"ssh to {h}: {r.stderr.decode(errors='replace').strip()}")
+        for h in self.docker:  # the inner engine answers the SSH user
+            for _ in range(300):
+                r = subprocess.run(self.ssh_argv(h, "docker", "version", "--format", "{{.Server.Version}}"),
+                                   capture_output=True, timeout=30)
+                if r.returncode == 0:
+                    break
+                time.sleep(0.1)
+            else:
+                log = self.exec(h, "tail", "-n", "5", "/var/log/dockerd.log")
+                raise RuntimeError(f"{h}: the inner Docker engine did not start: {log}")
+
+    def load_image(self, host: str, image: str) -> None:
+        """Copy an image of this machine's engine into a docker host's engine (test set-up only)."""
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        r = subprocess.run(["docker", "exec", "-i", self.containers[host], "docker", "load"], stdin=save.stdout,
+                           capture_output=True, timeout=300)
+        save.wait()
+        if r.returncode != 0 or save.returncode != 0:
+            raise RuntimeError(f"loading {image} into {host}: {r.stderr.decode(errors='replace').strip()}")
+
+    def containers_on(self, host: str) -> list[str]:
+        """Every container (any state) of a docker host's own engine, as 'name status'."""
+        out = self.exec(host, "docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}")
+        return [ln for ln in out.splitlines() if ln.strip()]
 
     def ssh_argv(self, host: str, *cmd: str) -> list[str]:
         return ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=yes",
@@ -86,4 +127,30 @@ class SSHHosts:
 
     def stop(self) -> None:
         for name in self.containers.values():
-            _docker("rm", "-f", name, check=False)
+            _docker("rm", "-f", "-v", name, check=False)
+
+
+def spread_smoke(dest: Path, runtimes: dict[str, str] | None = None, name: str = "smoke-ansible.yaml") -> Path:
+    """The smoke topology (``topologies/smoke.yaml``, from a source checkout) with its three sites
+    on the three hosts h1-h3 (ny, rome, tokyo), plus a pause of b2 on h1, so every host gets a
+    process fault. ``runtimes``: a ``runtime:`` per host (auto when absent)."""
+    root = Path(__file__).resolve().parents[3]
+    text = (root / "topologies" / "smoke.yaml").read_text()
+    rt = runtimes or {}
+    hosts = "hosts:\n" + "".join(
+        f"  {h}: {{address: \"{{{{ {h}_addr }}}}\", user: {USER}, key: \"{{{{ key }}}}\", site: {s}"
+        + (f", runtime: {rt[h]}" if h in rt else "") + "}\n"
+        for h, s in zip(HOSTS, ("ny", "rome", "tokyo")))
+    text = text.replace("\nnodes:", "\n" + hosts + "\nnodes:", 1)
+    text = text.replace("  - {at: 16s, pause: b5, for: 1.5s}",
+                        "  - {at: 16s, pause: b5, for: 1.5s}\n  - {at: 6.5s, pause: b2, for: 1s}", 1)
+    if "pause: b2" not in text or "hosts:" not in text:
+        raise RuntimeError("topologies/smoke.yaml changed: update testhosts.spread_smoke")
+    p = dest / name
+    p.write_text(text)
+    return p
+
+
+def set_vars(hosts: SSHHosts) -> dict[str, str]:
+    """The ``--set`` variables of :func:`spread_smoke`: each host's address and the test key."""
+    return {**{f"{h}_addr": a for h, a in hosts.addresses.items()}, "key": str(hosts.key)}
