@@ -380,7 +380,8 @@ class AnsibleProvider(Provider):
             if info is None:
                 out.append(NodeStatus(n, "unknown", "never started"))
             else:
-                out.append(process_status(n, info.get("pid"), info.get("state"), h))
+                where = f"{h} container {info['container']}" if info.get("container") else h
+                out.append(process_status(n, info.get("pid"), info.get("state"), where))
         return out
 
     def collect(self, run: RunDir, progress: Progress) -> None:
