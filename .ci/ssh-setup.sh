@@ -6,11 +6,14 @@
 #                              /usr/local/sbin/tb-host-entry (cgroups remounted writable, then dockerd,
 #                              then sshd); the SSH user `tb` is in the `docker` group. The tests run
 #                              it with every capability the outer engine may grant (see
-#                              testbed/providers/ansible/testhosts.py), never --privileged.
+#                              testbed/providers/ansible/testhosts.py), never --privileged;
+#  * testbed-sshhost-sudo:1    testbed-sshhost:3 without iproute2 (no tc), where `tb` may sudo
+#                              without a password: the apt path of `prepare` (become: true).
 # Needs a running engine and testbed-base:bookworm (.ci/docker-setup.sh).
 set -euo pipefail
 IMAGE=${TESTBED_SSH_HOST_IMAGE:-testbed-sshhost:3}
 DOCKER_IMAGE=${TESTBED_SSH_DOCKER_HOST_IMAGE:-testbed-sshhost-docker:1}
+SUDO_IMAGE=${TESTBED_SSH_SUDO_HOST_IMAGE:-testbed-sshhost-sudo:1}
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "ssh-setup: $IMAGE exists"
 else
@@ -30,6 +33,24 @@ LABEL testbed.sshhost=1
 CMD ["sh", "-c", "rm -f /etc/ssh/ssh_host_* && ssh-keygen -A >/dev/null && exec /usr/sbin/sshd -D -e"]
 DOCKERFILE
   echo "ssh-setup: built $IMAGE"
+fi
+
+if docker image inspect "$SUDO_IMAGE" >/dev/null 2>&1; then
+  echo "ssh-setup: $SUDO_IMAGE exists"
+else
+  echo "ssh-setup: building $SUDO_IMAGE"
+  docker build -q -t "$SUDO_IMAGE" - <<DOCKERFILE
+FROM $IMAGE
+RUN set -eux; export DEBIAN_FRONTEND=noninteractive; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends sudo; \
+    apt-get purge -y iproute2; apt-get autoremove -y; \
+    apt-get clean; rm -rf /var/lib/apt/lists/*; \
+    echo 'tb ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/tb; chmod 440 /etc/sudoers.d/tb; \
+    ! command -v tc
+LABEL testbed.sshhost=1
+DOCKERFILE
+  echo "ssh-setup: built $SUDO_IMAGE"
 fi
 
 if docker image inspect "$DOCKER_IMAGE" >/dev/null 2>&1; then

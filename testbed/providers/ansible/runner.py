@@ -83,7 +83,11 @@ def _short(msg: Any) -> str:
 
 
 def _message(res: dict[str, Any]) -> str:
-    """Why a task failed: its message, and for a command the last line it wrote to stderr."""
+    """Why a task failed: its message, and for a command the last line it wrote to stderr (for a
+    loop, those of the first item that failed)."""
+    items = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("failed")]
+    if items:
+        return _message(items[0])
     msg = next((_short(res[k]) for k in ("msg", "stderr", "module_stderr", "stdout") if res.get(k)), "failed")
     err = _short(res.get("stderr"))
     if err and err != msg:

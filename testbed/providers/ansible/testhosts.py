@@ -6,7 +6,9 @@ ed25519 user key (generated here, in the caller's temporary directory) and its h
 in a known_hosts file, so every connection runs with StrictHostKeyChecking=yes.
 Containers carry the label ``testbed.sshtest=1``.
 
-Hosts named in ``docker=`` are containers of ``testbed-sshhost-docker`` instead: a Docker engine
+Hosts named in ``sudo=`` are containers of ``testbed-sshhost-sudo``: no iproute2 (no ``tc``),
+passwordless sudo for the SSH user and CAP_NET_ADMIN, for the apt path of ``prepare``
+(``become: true``). Hosts named in ``docker=`` are containers of ``testbed-sshhost-docker`` instead: a Docker engine
 of their own (docker-in-docker; the SSH user is in the ``docker`` group), run with every
 capability the outer engine may grant but CAP_SYS_RESOURCE (which this machine's bounding set
 lacks, so ``--privileged`` fails), seccomp/AppArmor unconfined, a private cgroup namespace
@@ -25,6 +27,7 @@ from pathlib import Path
 
 IMAGE = os.environ.get("TESTBED_SSH_HOST_IMAGE", "testbed-sshhost:3")
 DOCKER_IMAGE = os.environ.get("TESTBED_SSH_DOCKER_HOST_IMAGE", "testbed-sshhost-docker:1")
+SUDO_IMAGE = os.environ.get("TESTBED_SSH_SUDO_HOST_IMAGE", "testbed-sshhost-sudo:1")
 DIND_ARGS = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--cgroupns", "private",
              "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
              "--security-opt", "systempaths=unconfined", "-v", "/var/lib/docker")
@@ -42,9 +45,11 @@ def _docker(*args: str, input: bytes | None = None, check: bool = True) -> str:
 class SSHHosts:
     """Three sshd containers with the test's key and pinned host keys."""
 
-    def __init__(self, tmp: Path, names: tuple[str, ...] = HOSTS, docker: tuple[str, ...] = ()):
+    def __init__(self, tmp: Path, names: tuple[str, ...] = HOSTS, docker: tuple[str, ...] = (),
+                 sudo: tuple[str, ...] = ()):
         self.names = names
         self.docker = tuple(docker)
+        self.sudo = tuple(sudo)  # hosts of SUDO_IMAGE: no tc, passwordless sudo, CAP_NET_ADMIN
         self.tag = uuid.uuid4().hex[:8]
         self.tmp = tmp
         self.key = tmp / "id_ed25519"
@@ -58,7 +63,10 @@ class SSHHosts:
         pub = (self.tmp / "id_ed25519.pub").read_bytes()
         for h in self.names:
             name = f"tb-sshhost-{self.tag}-{h}"
-            if h in self.docker:
+            if h in self.sudo:
+                _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h,
+                        "--cap-add", "NET_ADMIN", SUDO_IMAGE)
+            elif h in self.docker:
                 _docker("run", "-d", "--label", "testbed.sshtest=1", "--name", name, "--hostname", h,
                         *DIND_ARGS, DOCKER_IMAGE)
             else:

@@ -134,6 +134,10 @@ def test_a_failed_command_task_names_its_stderr():
     assert _message(res) == "non-zero return code: RuntimeError: docker load: no space left"
     assert _message({"msg": "unreachable"}) == "unreachable"
     assert _message({"stderr": "only this"}) == "only this"
+    loop = {"msg": "One or more items failed", "results": [
+        {"failed": False, "stdout": ""},
+        {"failed": True, "msg": "non-zero return code", "stderr": "Error: Specified qdisc kind is unknown."}]}
+    assert _message(loop) == "non-zero return code: Error: Specified qdisc kind is unknown."
 
 
 def test_image_tar_helpers_do_not_need_a_tar_of_their_own(tmp_path):

@@ -1,0 +1,101 @@
+"""The apt path of `prepare` for real: hosts whose SSH user may sudo (``become: true``) and that
+lack ``tc``; kernel link emulation forced, so iproute2 must be installed with apt as root.
+
+Marker ``ssh``: real SSH, real Ansible, real ``apt-get`` against the Debian mirror the hosts'
+image was built from. Two containers of ``testbed-sshhost-sudo`` (``.ci/ssh-setup.sh``: no
+iproute2, passwordless sudo, CAP_NET_ADMIN). This kernel has no sch_netem, so after the install
+the ``links`` playbook must fail on the netem qdisc, naming the hosts, and leave no qdisc
+behind. Locally a missing prerequisite skips with the reason; in CI (CI=true) it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+from testbed.errors import ProviderError
+from testbed.providers.ansible.testhosts import SUDO_IMAGE, USER, SSHHosts
+
+pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTS = ("h1", "h2")
+
+TOPO = """
+version: 1
+name: apt
+protocol: pubsub
+duration: 3s
+sites: {ny: {}, rome: {}}
+hosts:
+  h1: {address: "{{ h1_addr }}", user: tb, key: "{{ key }}", site: ny, become: true}
+  h2: {address: "{{ h2_addr }}", user: tb, key: "{{ key }}", site: rome, become: true}
+nodes:
+  b1: {role: broker, site: ny}
+  b2: {role: broker, site: rome, neighbors: [b1]}
+clients:
+  pubs: {role: publisher, count: 1, attach: b1, rate: 5/s, size: 10B}
+  subs: {role: subscriber, count: 1, attach: b2}
+links:
+  default: {delay: 20ms}
+"""
+
+
+def _missing(why: str):
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI needs real SSH hosts: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def sudo_hosts(tmp_path_factory):
+    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
+        _missing("docker, ssh and ssh-keygen are needed")
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        _missing("no Docker engine to run the SSH hosts (.ci/docker-setup.sh)")
+    if subprocess.run(["docker", "image", "inspect", SUDO_IMAGE], capture_output=True).returncode != 0:
+        r = subprocess.run(["bash", str(ROOT / ".ci" / "ssh-setup.sh")], capture_output=True, text=True)
+        if r.returncode != 0:
+            _missing(f"cannot build {SUDO_IMAGE}: {r.stderr.strip()[-300:]}")
+    hosts = SSHHosts(tmp_path_factory.mktemp("sudo"), HOSTS, sudo=HOSTS)
+    try:
+        hosts.start()
+        yield hosts
+    finally:
+        hosts.stop()
+
+
+def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem(sudo_hosts, tmp_path,
+                                                                                   monkeypatch):
+    hosts = sudo_hosts
+    for h in HOSTS:
+        assert hosts.exec(h, "sh", "-c", "command -v tc || echo none") == "none", h
+    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(hosts.known_hosts))
+    monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
+    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TESTBED_ANSIBLE_EMULATION", "kernel")
+    topo = tmp_path / "apt.yaml"
+    topo.write_text(TOPO)
+    set_vars = {**{f"{h}_addr": a for h, a in hosts.addresses.items()}, "key": str(hosts.key)}
+    lines: list[str] = []
+    with pytest.raises(ProviderError) as ei:
+        api.up(str(topo), set_vars=set_vars, provider="ansible", runs_dir=str(tmp_path / "runs"),
+               schedule=False, progress=lines.append)
+    msg = str(ei.value)
+    # apt ran as root (become) and installed tc; the run got as far as the links playbook
+    assert "prepare: install missing packages" in lines, lines
+    for h in HOSTS:
+        assert hosts.exec(h, "sh", "-c", "command -v tc").endswith("/tc"), h
+        assert hosts.exec(h, "dpkg-query", "-W", "-f", "${Status}", "iproute2") == "install ok installed"
+    assert "playbook links" in msg and all(h in msg for h in HOSTS), msg
+    assert "netem" in msg or "qdisc" in msg, msg
+    # the failed up removed what it had shaped (state.json recorded the devices) and started nothing
+    for h in HOSTS:
+        assert "htb" not in hosts.exec(h, "tc", "qdisc", "show"), h
+        assert hosts.node_processes(h) == [], h
+        assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
