@@ -40,7 +40,7 @@ nodes:
   b2: {role: broker, site: rome, neighbors: [b1]}
 clients:
   pubs: {role: publisher, count: 1, attach: b1, rate: 5/s, size: 10B}
-  subs: {role: subscriber, count: 1, attach: b2}
+  subs: {role: subscriber, count: 1, attach: b2, filter: "[class,eq,'X']"}
 links:
   default: {delay: 20ms}
 """
