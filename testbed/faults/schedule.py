@@ -7,7 +7,14 @@ its outcome are recorded in the run manifest's ``timeline``.
 
 Process actions (crash, restart, pause, resume) go to the provider; link
 actions (stall, cut, partition, set_link and their ends) go to the nodes'
-control channels. The runner also keeps the current link state (set_link
+control channels.
+
+Actions on different nodes run concurrently: each fires in its own thread at its
+planned time, after every earlier action that touches one of its nodes has finished
+(so a node's pause and resume, or a crash and the cut that follows it, keep their
+order). A slow engine call on one node (``docker kill`` takes ~0.1-0.3 s) therefore
+does not delay another node's fault; one that must wait for its node records the
+wait in its actual time. The runner also keeps the current link state (set_link
 overrides, cuts, partitions, stalls) so that a restarted node gets it again.
 """
 
@@ -136,6 +143,16 @@ def restore_priority() -> None:
         pass
 
 
+def nodes_of(a: Action) -> frozenset[str]:
+    """Every node an action touches (its targets, partition groups, set_link ends). Pure."""
+    out = set(a.target)
+    for g in a.groups:
+        out.update(g)
+    for key in a.links:
+        out.update(key.split("->"))
+    return frozenset(out)
+
+
 def timeline_entry(a: Action) -> dict[str, Any]:
     return {
         "fault": a.fault, "op": a.op, "target": list(a.target), "groups": [list(g) for g in a.groups],
@@ -153,7 +170,8 @@ class ScheduleRunner:
         self.provider = provider
         self.deployment = deployment
         self.controls = controls
-        self.on_event = on_event or (lambda e: None)
+        self._on_event = on_event or (lambda e: None)
+        self._event_lock = threading.Lock()
         self.links = LinkState()
         self.down_nodes: set[str] = set()
         self._lock = threading.Lock()
@@ -182,6 +200,10 @@ class ScheduleRunner:
             raise ProviderError(f"could not start the workload on {len(errors)} node(s): {e}")
         self.run.update_manifest(t0_wall_ns=self.t0_wall_ns, duration_s=duration_s)
 
+    def on_event(self, event: dict[str, Any]) -> None:
+        with self._event_lock:  # actions run in threads of their own
+            self._on_event(event)
+
     def now_s(self) -> float:
         assert self.t0_mono is not None
         return time.monotonic() - self.t0_mono
@@ -196,13 +218,31 @@ class ScheduleRunner:
         self.run.update_manifest(schedule_priority=raise_priority())
         timeline = [timeline_entry(a) for a in actions]
         self._save_timeline(timeline)
+        last: dict[str, threading.Thread] = {}  # node -> the latest action touching it
+        threads: list[threading.Thread] = []
+
+        def one(a: Action, entry: dict[str, Any], after: list[threading.Thread]) -> None:
+            for th in after:
+                th.join()
+            self.execute(a, entry)
+            self._save_timeline(timeline)
+            self.on_event({"kind": "fault", **entry})
+
         try:
             for a, entry in zip(actions, timeline):
                 if not self._sleep_until(a.at_s):
                     break
-                self.execute(a, entry)
-                self._save_timeline(timeline)
-                self.on_event({"kind": "fault", **entry})
+                nodes = nodes_of(a)
+                after = list({id(th): th for n in nodes if (th := last.get(n)) is not None
+                              and th.is_alive()}.values())
+                th = threading.Thread(target=one, args=(a, entry, after), daemon=True,
+                                      name=f"fault-{a.op}-{'-'.join(a.target)}")
+                th.start()  # inherits the dispatcher's real-time priority
+                for n in nodes:
+                    last[n] = th
+                threads.append(th)
+            for th in threads:
+                th.join()
         finally:
             restore_priority()
         if until_s is not None:
@@ -240,10 +280,12 @@ class ScheduleRunner:
         node = a.target[0]
         self.provider.process_action(self.run, a)
         if a.op == "crash":
-            self.down_nodes.add(node)
-            self.links.stalled.discard(node)  # a crash loses what a stall held
+            with self._lock:
+                self.down_nodes.add(node)
+                self.links.stalled.discard(node)  # a crash loses what a stall held
         elif a.op == "restart":
-            self.down_nodes.discard(node)
+            with self._lock:
+                self.down_nodes.discard(node)
             threading.Thread(target=self._after_restart, args=(node,), daemon=True).start()
 
     def _after_restart(self, node: str) -> None:
@@ -264,9 +306,10 @@ class ScheduleRunner:
     def _link(self, a: Action) -> None:
         with self._lock:
             self.links.apply(a)
-        calls = [(n, op, args) for n, op, args in link_calls(a) if n not in self.down_nodes]
+            down = set(self.down_nodes)
+        calls = [(n, op, args) for n, op, args in link_calls(a) if n not in down]
         if not calls:
-            raise ProviderError(f"{a.op}: not running (crashed: {', '.join(sorted(self.down_nodes))})")
+            raise ProviderError(f"{a.op}: not running (crashed: {', '.join(sorted(down))})")
         res = self.controls.call_many(calls)
         errs = [f"{n}: {r}" for n, r in res.items() if isinstance(r, Exception)]
         if errs:

@@ -1,7 +1,9 @@
 """Persistent SSH sessions to each host's ``tbhost.py agent``: process faults without connection set-up.
 
-One paramiko connection per host, opened (and pinged) before the schedule starts; a fault
-is one JSON line down an open channel and one line back. Host keys are verified against
+One paramiko connection per host, opened (and pinged) before the schedule starts, carrying
+``channels`` sessions (4 by default), each its own ``tbhost.py agent``: a fault is one JSON
+line down an idle channel and one line back, so faults on different nodes of one host (the
+schedule runs them concurrently) do not wait for each other's ``docker`` call. Host keys are verified against
 known_hosts (RejectPolicy: an unknown key is refused). The remote command is built with
 ``shlex.join``, so nothing from the topology reaches the remote shell unquoted.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import queue
 import shlex
 import threading
 from typing import Any
@@ -22,13 +25,15 @@ class HostAgent:
     """One open ``tbhost.py agent RUN`` session on one host."""
 
     def __init__(self, host: str, record: dict[str, Any], known_hosts: list[str], argv: list[str],
-                 timeout: float = 15.0):
+                 timeout: float = 15.0, channels: int = 4):
         import paramiko
 
         self.host = host
         self.timeout = timeout
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        self._idle: queue.Queue = queue.Queue()
+        self._chans: list[Any] = []
         self.client = paramiko.SSHClient()
         for f in known_hosts:
             try:
@@ -49,40 +54,55 @@ class HostAgent:
         transport = self.client.get_transport()
         assert transport is not None
         transport.set_keepalive(15)
-        self.chan = transport.open_session(timeout=timeout)
-        self.chan.settimeout(timeout)
-        self.chan.exec_command(shlex.join(argv))
-        self._out = self.chan.makefile("rb")
-        self._in = self.chan.makefile_stdin("wb")
-        self.call("ping")
+        try:
+            for _ in range(max(1, channels)):
+                chan = transport.open_session(timeout=timeout)
+                chan.settimeout(timeout)
+                chan.exec_command(shlex.join(argv))
+                slot = (chan, chan.makefile_stdin("wb"), chan.makefile("rb"))
+                self._chans.append(slot)
+                self._call(slot, "ping")
+                self._idle.put(slot)
+        except BaseException:
+            self.close()
+            raise
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """One request on an idle channel (waits for one when all are busy)."""
+        slot = self._idle.get()
+        try:
+            return self._call(slot, op, **args)
+        finally:
+            self._idle.put(slot)
+
+    def _call(self, slot: tuple[Any, Any, Any], op: str, **args: Any) -> dict[str, Any]:
+        chan, stdin, stdout = slot
         with self._lock:
             rid = next(self._ids)
+        try:
+            stdin.write((json.dumps({"id": rid, "op": op, **args}) + "\n").encode())
+            stdin.flush()
+            line = stdout.readline()
+        except (OSError, EOFError) as e:
+            raise ProviderError(f"agent: {op}: {e or type(e).__name__}", host=self.host) from None
+        if not line:
+            err = b""
             try:
-                self._in.write((json.dumps({"id": rid, "op": op, **args}) + "\n").encode())
-                self._in.flush()
-                line = self._out.readline()
-            except (OSError, EOFError) as e:
-                raise ProviderError(f"agent: {op}: {e or type(e).__name__}", host=self.host) from None
-            if not line:
-                err = b""
-                try:
-                    if self.chan.recv_stderr_ready():
-                        err = self.chan.recv_stderr(4096)
-                except OSError:
-                    pass
-                raise ProviderError(f"agent: {op}: the session ended {err.decode(errors='replace').strip()}",
-                                    host=self.host)
-            reply = json.loads(line)
-            return reply
+                if chan.recv_stderr_ready():
+                    err = chan.recv_stderr(4096)
+            except OSError:
+                pass
+            raise ProviderError(f"agent: {op}: the session ended {err.decode(errors='replace').strip()}",
+                                host=self.host)
+        return json.loads(line)
 
     def close(self) -> None:
-        try:
-            self._in.close()
-            self.chan.shutdown_write()
-        except (OSError, EOFError):
-            pass
+        for chan, stdin, _ in self._chans:
+            try:
+                stdin.close()
+                chan.shutdown_write()
+            except (OSError, EOFError):
+                pass
         try:
             self.client.close()
         except Exception:

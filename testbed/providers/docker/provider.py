@@ -388,6 +388,10 @@ class DockerProvider(Provider):
 
     def _after_restart(self, client: Any, run: RunDir, node: str, cid: str) -> None:
         """A restarted container may get a new address and always gets a fresh network namespace."""
+        with run.locked():  # deployment.json read-modify-write; other nodes' faults run concurrently
+            self._after_restart_locked(client, run, node, cid)
+
+    def _after_restart_locked(self, client: Any, run: RunDir, node: str, cid: str) -> None:
         try:
             dep = run.deployment()
         except Exception:

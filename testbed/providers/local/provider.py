@@ -182,8 +182,10 @@ class LocalProvider(Provider):
             if pid is not None and _proc_state(pid) not in (None, "Z"):
                 raise ProviderError("restart: the node is still running", node=node)
             new = self._spawn(run, node)
-            state["pids"][node] = new
-            run.save_state(state)
+            with run.locked():  # other nodes' faults run concurrently
+                st = run.state
+                st.setdefault("pids", {})[node] = new
+                run.save_state(st)
             return
         if pid is None:
             raise ProviderError(f"{action.op}: no process recorded", node=node)
