@@ -42,6 +42,29 @@ def _docker(*args: str, input: bytes | None = None, check: bool = True) -> str:
     return r.stdout.decode(errors="replace").strip()
 
 
+def _thaw(container: str) -> None:
+    """Thaw whatever a docker host's own engine left paused (a test that failed between a pause
+    and its resume): a frozen process ignores SIGKILL, so the host container could not be removed
+    ("did not receive an exit event"). Through the inner engine, then the freezer cgroups."""
+    _docker("exec", container, "sh", "-c", "docker ps -q --filter status=paused | xargs -r docker unpause",
+            check=False)
+    cid = _docker("inspect", "-f", "{{.Id}}", container, check=False)
+    if not cid:
+        return
+    for top, dirs, files in os.walk("/sys/fs/cgroup/freezer"):
+        if os.path.basename(top) == cid:
+            for sub, _, names in os.walk(top):
+                if "freezer.state" in names:
+                    try:
+                        with open(os.path.join(sub, "freezer.state"), "r+") as f:
+                            if "FROZEN" in f.read():
+                                f.seek(0)
+                                f.write("THAWED")
+                    except OSError:
+                        pass
+            dirs[:] = []
+
+
 class SSHHosts:
     """Three sshd containers with the test's key and pinned host keys."""
 
@@ -134,7 +157,9 @@ class SSHHosts:
         return [ln for ln in out.splitlines() if "testbed.nodes" in ln]
 
     def stop(self) -> None:
-        for name in self.containers.values():
+        for h, name in self.containers.items():
+            if h in self.docker:
+                _thaw(name)
             _docker("rm", "-f", "-v", name, check=False)
 
 
