@@ -161,6 +161,58 @@ def timeline_entry(a: Action) -> dict[str, Any]:
     }
 
 
+class _Workers:
+    """Threads that run actions: an idle one takes the next action (a queue hand-off, tens of
+    microseconds); when none is idle, one more is started. With ``realtime`` each thread asks
+    for the dispatcher's real-time policy itself (SCHED_RESET_ON_FORK applies to new threads
+    too, so they would not inherit it)."""
+
+    def __init__(self, spare: int = 2, realtime: bool = False):
+        self._realtime = realtime
+        import queue
+
+        self._q: "queue.SimpleQueue[Callable[[], None] | None]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: list[threading.Thread] = []
+        for _ in range(spare):
+            self._start(None)
+
+    def _start(self, job: Callable[[], None] | None) -> None:
+        th = threading.Thread(target=self._loop, args=(job,), daemon=True, name=f"fault-{len(self._threads)}")
+        self._threads.append(th)
+        th.start()
+
+    def _loop(self, job: Callable[[], None] | None) -> None:
+        if self._realtime:
+            raise_priority()
+        while True:
+            if job is not None:
+                try:
+                    job()
+                except Exception:  # execute() records errors; never lose the worker
+                    pass
+            with self._lock:
+                self._idle += 1
+            job = self._q.get()
+            if job is None:
+                return
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                self._q.put(job)
+                return
+        self._start(job)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._q.put(None)
+        for th in self._threads:
+            th.join(timeout=30)
+
+
 class ScheduleRunner:
     """Executes a plan's actions against a deployment; records planned vs actual times."""
 
@@ -215,16 +267,22 @@ class ScheduleRunner:
     def run_actions(self, actions: list[Action], until_s: float | None = None) -> list[dict[str, Any]]:
         """Fire every action at its planned time, then wait until ``until_s``. Returns the timeline."""
         assert self.t0_mono is not None, "start_workload first"
-        self.run.update_manifest(schedule_priority=raise_priority())
+        priority = raise_priority()
+        self.run.update_manifest(schedule_priority=priority)
         timeline = [timeline_entry(a) for a in actions]
         self._save_timeline(timeline)
-        last: dict[str, threading.Thread] = {}  # node -> the latest action touching it
-        threads: list[threading.Thread] = []
+        last: dict[str, threading.Event] = {}  # node -> "done" of the latest action touching it
+        dones: list[threading.Event] = []
+        # started before the first action: a hand-off, not a thread start
+        workers = _Workers(spare=2, realtime=priority.startswith("SCHED_FIFO"))
 
-        def one(a: Action, entry: dict[str, Any], after: list[threading.Thread]) -> None:
-            for th in after:
-                th.join()
-            self.execute(a, entry)
+        def one(a: Action, entry: dict[str, Any], after: list[threading.Event], done: threading.Event) -> None:
+            try:
+                for ev in after:
+                    ev.wait()
+                self.execute(a, entry)
+            finally:
+                done.set()  # the node's next action may go; the timeline is saved meanwhile
             self._save_timeline(timeline)
             self.on_event({"kind": "fault", **entry})
 
@@ -233,17 +291,17 @@ class ScheduleRunner:
                 if not self._sleep_until(a.at_s):
                     break
                 nodes = nodes_of(a)
-                after = list({id(th): th for n in nodes if (th := last.get(n)) is not None
-                              and th.is_alive()}.values())
-                th = threading.Thread(target=one, args=(a, entry, after), daemon=True,
-                                      name=f"fault-{a.op}-{'-'.join(a.target)}")
-                th.start()  # inherits the dispatcher's real-time priority
+                after = list({id(ev): ev for n in nodes if (ev := last.get(n)) is not None
+                              and not ev.is_set()}.values())
+                done = threading.Event()
+                workers.submit(lambda a=a, entry=entry, after=after, done=done: one(a, entry, after, done))
                 for n in nodes:
-                    last[n] = th
-                threads.append(th)
-            for th in threads:
-                th.join()
+                    last[n] = done
+                dones.append(done)
+            for done in dones:
+                done.wait()
         finally:
+            workers.close()
             restore_priority()
         if until_s is not None:
             self._sleep_until(until_s)
@@ -258,8 +316,8 @@ class ScheduleRunner:
             if self._stop.wait(min(left, 0.2) if left > 0.003 else 0):
                 return False
             if left <= 0.003:
-                while time.monotonic() < target:  # spin the last few ms: the wait is coarse
-                    pass
+                while time.monotonic() < target:  # spin the last few ms: the wait is coarse;
+                    time.sleep(0)  # sleep(0) drops the GIL, so running fault threads are not held up
                 return True
 
     def execute(self, a: Action, entry: dict[str, Any]) -> None:
