@@ -10,6 +10,7 @@ behind. Locally a missing prerequisite skips with the reason; in CI (CI=true) it
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -99,3 +100,19 @@ def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem
         assert "htb" not in hosts.exec(h, "tc", "qdisc", "show"), h
         assert hosts.node_processes(h) == [], h
         assert hosts.exec(h, "ls", f"/home/{USER}/.testbed/runs") == "", h
+    # a killed run's leftover qdisc (made here by hand) is removed by `wipe`: the registry kept
+    # the devices the run was about to shape
+    from testbed.providers.ansible.provider import AnsibleProvider, registry_path
+
+    reg = json.loads(registry_path().read_text())
+    assert all(r.get("tc_devices") for r in reg), reg
+    dev = reg[0]["tc_devices"][0]
+    for h in HOSTS:
+        subprocess.run(["docker", "exec", hosts.containers[h], "tc", "qdisc", "add", "dev", dev, "root", "handle",
+                        "1:", "htb"], check=True)
+        assert "htb" in hosts.exec(h, "tc", "qdisc", "show", "dev", dev), h
+    AnsibleProvider.wipe(lines.append)
+    assert any("tc qdiscs removed" in ln for ln in lines), lines
+    for h in HOSTS:
+        assert "htb" not in hosts.exec(h, "tc", "qdisc", "show", "dev", dev), h
+        assert hosts.exec(h, "ls", "-a", f"/home/{USER}").split().count(".testbed") == 0, h

@@ -82,18 +82,26 @@ def registry_path() -> Path:
     return Path(os.environ.get(REGISTRY_ENV) or (cache_dir() / "hosts.json"))
 
 
-def _register(records: list[dict[str, Any]]) -> None:
-    """Remember every host ever used, for ``wipe`` (address/port/user/key path only)."""
+def _register(records: list[dict[str, Any]], tc_devices: dict[str, list[str]] | None = None) -> None:
+    """Remember every host ever used, for ``wipe`` (address/port/user/key path only, and the
+    devices a run shaped with tc there, so ``wipe`` can remove qdiscs a killed run left)."""
     p = registry_path()
     p.parent.mkdir(parents=True, exist_ok=True)
     try:
         known = json.loads(p.read_text())
     except (OSError, ValueError):
         known = []
-    keys = {(h["address"], h.get("port"), h.get("user")) for h in known}
+    by_key = {(h["address"], h.get("port"), h.get("user")): h for h in known}
     for r in records:
-        if (r["address"], r.get("port"), r.get("user")) not in keys:
-            known.append(r)
+        key = (r["address"], r.get("port"), r.get("user"))
+        if key not in by_key:
+            by_key[key] = dict(r)
+            known.append(by_key[key])
+        devs = (tc_devices or {}).get(r["name"])
+        if devs:
+            rec = by_key[key]
+            rec["tc_devices"] = sorted(set(rec.get("tc_devices", [])) | set(devs))
+            rec["become"] = bool(rec.get("become") or r.get("become"))
     write_json_atomic(p, known)
 
 
@@ -207,6 +215,7 @@ class AnsibleProvider(Provider):
                              {h: facts[h].get("routes") or {} for h in hosts})
                 state["tc_devices"] = devices_used(tc)
                 run.save_state(state)
+                _register(records, state["tc_devices"])  # before applying: wipe can undo a killed run
                 inv = render_inventory(plan, run.run_id, ssh_args, {h: {**hostvars[h], **tc[h]} for h in hosts})
                 run_playbook("links", inv, {}, progress)
                 deployment.extra["tc_commands"] = {h: v["tb_tc_add"] for h, v in tc.items()}
@@ -453,6 +462,13 @@ class AnsibleProvider(Provider):
         if not hosts:
             progress("ansible: no host was ever used")
             return []
+        shaped = {h["name"]: h["tc_devices"] for h in hosts if h.get("tc_devices")}
+        if shaped:  # the root qdiscs of devices a run shaped (a killed run may have left them)
+            tv = teardown_vars(shaped)
+            inv = render_inventory_hosts(hosts, "wipe", cls._ssh_args(), {
+                h["name"]: tv.get(h["name"], {"tb_tc_remove": [], "tb_tc_add": []}) for h in hosts})
+            run_playbook("links", inv, {}, progress)
+            progress(f"ansible: tc qdiscs removed on {', '.join(sorted(shaped))}")
         inv = render_inventory_hosts(hosts, "wipe", cls._ssh_args())
         res = run_playbook("wipe", inv, {}, progress)
         removed = []

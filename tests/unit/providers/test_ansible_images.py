@@ -146,3 +146,20 @@ def test_image_tar_helpers_do_not_need_a_tar_of_their_own(tmp_path):
     p = images.build_context(tmp_path, ref)
     assert p.name == f"context-{ref.split(':')[1]}.tar"
     assert tarfile.open(fileobj=io.BytesIO(p.read_bytes())).getmember("Dockerfile").mtime == 0
+
+
+def test_registry_remembers_hosts_once_and_the_devices_runs_shaped(tmp_path, monkeypatch):
+    from testbed.providers.ansible import provider
+
+    monkeypatch.setenv(provider.REGISTRY_ENV, str(tmp_path / "hosts.json"))
+    h1 = {"name": "h1", "address": "10.0.0.1", "port": 22, "user": "tb", "key": "/k", "become": False}
+    h2 = {"name": "h2", "address": "10.0.0.2", "port": 22, "user": "tb", "key": "/k", "become": True}
+    provider._register([h1, h2])
+    provider._register([h1, h2], {"h2": ["eth0"]})
+    provider._register([{**h1, "become": True}], {"h1": ["eth1"]})
+    provider._register([h2], {"h2": ["eth0", "bond0"]})
+    reg = json.loads((tmp_path / "hosts.json").read_text())
+    assert [r["name"] for r in reg] == ["h1", "h2"]
+    assert reg[0]["tc_devices"] == ["eth1"] and reg[0]["become"] is True
+    assert reg[1]["tc_devices"] == ["bond0", "eth0"]
+    assert "secret" not in json.dumps(reg) and reg[0]["key"] == "/k"  # a path, never a key
