@@ -7,13 +7,13 @@
 #                              then sshd); the SSH user `tb` is in the `docker` group. The tests run
 #                              it with every capability the outer engine may grant (see
 #                              testbed/providers/ansible/testhosts.py), never --privileged;
-#  * testbed-sshhost-sudo:1    testbed-sshhost:3 without iproute2 (no tc), where `tb` may sudo
-#                              without a password: the apt path of `prepare` (become: true).
+#  * testbed-sshhost-sudo:2    testbed-sshhost:3 without python3 and iproute2 (no tc), where `tb`
+#                              may sudo without a password: the apt path of `prepare` (become: true).
 # Needs a running engine and testbed-base:bookworm (.ci/docker-setup.sh).
 set -euo pipefail
 IMAGE=${TESTBED_SSH_HOST_IMAGE:-testbed-sshhost:3}
 DOCKER_IMAGE=${TESTBED_SSH_DOCKER_HOST_IMAGE:-testbed-sshhost-docker:1}
-SUDO_IMAGE=${TESTBED_SSH_SUDO_HOST_IMAGE:-testbed-sshhost-sudo:1}
+SUDO_IMAGE=${TESTBED_SSH_SUDO_HOST_IMAGE:-testbed-sshhost-sudo:2}
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "ssh-setup: $IMAGE exists"
 else
@@ -44,10 +44,10 @@ FROM $IMAGE
 RUN set -eux; export DEBIAN_FRONTEND=noninteractive; \
     apt-get update; \
     apt-get install -y --no-install-recommends sudo; \
-    apt-get purge -y iproute2; apt-get autoremove -y; \
+    apt-get purge -y iproute2 python3 python3-venv 'python3.11*' 'libpython3*'; apt-get autoremove -y; \
     apt-get clean; rm -rf /var/lib/apt/lists/*; \
     echo 'tb ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/tb; chmod 440 /etc/sudoers.d/tb; \
-    ! command -v tc
+    ! command -v tc; ! command -v python3
 LABEL testbed.sshhost=1
 DOCKERFILE
   echo "ssh-setup: built $SUDO_IMAGE"

@@ -3,7 +3,8 @@ lack ``tc``; kernel link emulation forced, so iproute2 must be installed with ap
 
 Marker ``ssh``: real SSH, real Ansible, real ``apt-get`` against the Debian mirror the hosts'
 image was built from. Two containers of ``testbed-sshhost-sudo`` (``.ci/ssh-setup.sh``: no
-iproute2, passwordless sudo, CAP_NET_ADMIN). This kernel has no sch_netem, so after the install
+python3, no iproute2, passwordless sudo, CAP_NET_ADMIN): python3 comes first (``raw``), then
+iproute2 (Ansible's apt module). This kernel has no sch_netem, so after the install
 the ``links`` playbook must fail on the netem qdisc, naming the hosts, and leave no qdisc
 behind. Locally a missing prerequisite skips with the reason; in CI (CI=true) it fails.
 """
@@ -76,6 +77,7 @@ def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem
     hosts = sudo_hosts
     for h in HOSTS:
         assert hosts.exec(h, "sh", "-c", "command -v tc || echo none") == "none", h
+        assert hosts.exec(h, "sh", "-c", "command -v python3 || echo none") == "none", h
     monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(hosts.known_hosts))
     monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
     monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
@@ -89,9 +91,10 @@ def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem
                schedule=False, progress=lines.append)
     msg = str(ei.value)
     # apt ran as root (become) and installed tc; the run got as far as the links playbook
-    assert "prepare: install missing packages" in lines, lines
+    assert "prepare: install python3" in lines and "prepare: install missing packages" in lines, lines
     for h in HOSTS:
         assert hosts.exec(h, "sh", "-c", "command -v tc").endswith("/tc"), h
+        assert hosts.exec(h, "sh", "-c", "command -v python3").endswith("/python3"), h
         assert hosts.exec(h, "dpkg-query", "-W", "-f", "${Status}", "iproute2") == "install ok installed"
     assert "playbook links" in msg and all(h in msg for h in HOSTS), msg
     assert "netem" in msg or "qdisc" in msg, msg

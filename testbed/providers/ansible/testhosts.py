@@ -6,7 +6,7 @@ ed25519 user key (generated here, in the caller's temporary directory) and its h
 in a known_hosts file, so every connection runs with StrictHostKeyChecking=yes.
 Containers carry the label ``testbed.sshtest=1``.
 
-Hosts named in ``sudo=`` are containers of ``testbed-sshhost-sudo``: no iproute2 (no ``tc``),
+Hosts named in ``sudo=`` are containers of ``testbed-sshhost-sudo``: no python3, no iproute2 (no ``tc``),
 passwordless sudo for the SSH user and CAP_NET_ADMIN, for the apt path of ``prepare``
 (``become: true``). Hosts named in ``docker=`` are containers of ``testbed-sshhost-docker`` instead: a Docker engine
 of their own (docker-in-docker; the SSH user is in the ``docker`` group), run with every
@@ -27,7 +27,7 @@ from pathlib import Path
 
 IMAGE = os.environ.get("TESTBED_SSH_HOST_IMAGE", "testbed-sshhost:3")
 DOCKER_IMAGE = os.environ.get("TESTBED_SSH_DOCKER_HOST_IMAGE", "testbed-sshhost-docker:1")
-SUDO_IMAGE = os.environ.get("TESTBED_SSH_SUDO_HOST_IMAGE", "testbed-sshhost-sudo:1")
+SUDO_IMAGE = os.environ.get("TESTBED_SSH_SUDO_HOST_IMAGE", "testbed-sshhost-sudo:2")
 DIND_ARGS = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--cgroupns", "private",
              "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
              "--security-opt", "systempaths=unconfined", "-v", "/var/lib/docker")
