@@ -11,8 +11,6 @@ ed25519 user key, and its host key pinned in a known_hosts file (StrictHostKeyCh
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,46 +18,25 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.providers.ansible.testhosts import HOSTS, IMAGE, USER, SSHHosts, set_vars, spread_smoke
+from testbed.providers.ansible.testhosts import (
+    HOSTS, IMAGE, USER, SSHHosts, require, set_vars, spread_smoke,
+)
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _missing(why: str):
-    if _ci():
-        pytest.fail(f"CI needs real SSH hosts: {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def ssh_hosts(tmp_path_factory):
-    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
-        _missing("docker, ssh and ssh-keygen are needed")
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        _missing("no Docker engine to run the SSH hosts (.ci/docker-setup.sh)")
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
-        r = subprocess.run(["bash", str(ROOT / ".ci" / "ssh-setup.sh")], capture_output=True, text=True)
-        if r.returncode != 0:
-            _missing(f"cannot build {IMAGE}: {r.stderr.strip()[-300:]}")
-    hosts = SSHHosts(tmp_path_factory.mktemp("ssh"))
-    try:
-        hosts.start()
+    require((IMAGE,))
+    with SSHHosts(tmp_path_factory.mktemp("ssh")) as hosts:
         yield hosts
-    finally:
-        hosts.stop()
 
 
 @pytest.fixture
 def ansible_env(ssh_hosts, tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(ssh_hosts.known_hosts))
-    monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
-    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
+    ssh_hosts.use(monkeypatch.setenv, tmp_path)
     return ssh_hosts
 
 

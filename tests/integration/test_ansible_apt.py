@@ -12,8 +12,6 @@ behind. Locally a missing prerequisite skips with the reason; in CI (CI=true) it
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pytest
 
 from testbed import api
 from testbed.errors import ProviderError
-from testbed.providers.ansible.testhosts import SUDO_IMAGE, USER, SSHHosts
+from testbed.providers.ansible.testhosts import SUDO_IMAGE, USER, SSHHosts, require
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -48,28 +46,11 @@ links:
 """
 
 
-def _missing(why: str):
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI needs real SSH hosts: {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def sudo_hosts(tmp_path_factory):
-    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
-        _missing("docker, ssh and ssh-keygen are needed")
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        _missing("no Docker engine to run the SSH hosts (.ci/docker-setup.sh)")
-    if subprocess.run(["docker", "image", "inspect", SUDO_IMAGE], capture_output=True).returncode != 0:
-        r = subprocess.run(["bash", str(ROOT / ".ci" / "ssh-setup.sh")], capture_output=True, text=True)
-        if r.returncode != 0:
-            _missing(f"cannot build {SUDO_IMAGE}: {r.stderr.strip()[-300:]}")
-    hosts = SSHHosts(tmp_path_factory.mktemp("sudo"), HOSTS, sudo=HOSTS)
-    try:
-        hosts.start()
+    require((SUDO_IMAGE,))
+    with SSHHosts(tmp_path_factory.mktemp("sudo"), HOSTS, sudo=HOSTS) as hosts:
         yield hosts
-    finally:
-        hosts.stop()
 
 
 def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem(sudo_hosts, tmp_path,
@@ -78,9 +59,7 @@ def test_prepare_installs_iproute2_with_apt_then_kernel_links_fail_without_netem
     for h in HOSTS:
         assert hosts.exec(h, "sh", "-c", "command -v tc || echo none") == "none", h
         assert hosts.exec(h, "sh", "-c", "command -v python3 || echo none") == "none", h
-    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(hosts.known_hosts))
-    monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
-    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
+    hosts.use(monkeypatch.setenv, tmp_path)
     monkeypatch.setenv("TESTBED_ANSIBLE_EMULATION", "kernel")
     topo = tmp_path / "apt.yaml"
     topo.write_text(TOPO)

@@ -10,9 +10,6 @@ prerequisite skips with the reason; in CI (CI=true) it fails.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +18,7 @@ import pytest
 from testbed import api
 from testbed.errors import ProviderError
 from testbed.providers.ansible.testhosts import (
-    DOCKER_IMAGE, HOSTS, IMAGE, USER, SSHHosts, set_vars, spread_smoke,
+    DOCKER_IMAGE, HOSTS, IMAGE, USER, SSHHosts, require, set_vars, spread_smoke,
 )
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -30,40 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKER_HOSTS = ("h1", "h2")
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _missing(why: str):
-    if _ci():
-        pytest.fail(f"CI needs real SSH hosts with Docker engines: {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
-        _missing("docker, ssh and ssh-keygen are needed")
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        _missing("no Docker engine to run the SSH hosts (.ci/docker-setup.sh)")
-    for image in (IMAGE, DOCKER_IMAGE):
-        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
-            r = subprocess.run(["bash", str(ROOT / ".ci" / "ssh-setup.sh")], capture_output=True, text=True)
-            if r.returncode != 0:
-                _missing(f"cannot build {image}: {r.stderr.strip()[-300:]}")
-    hosts = SSHHosts(tmp_path_factory.mktemp("lab"), docker=DOCKER_HOSTS)
-    try:
-        hosts.start()
+    require((IMAGE, DOCKER_IMAGE))
+    with SSHHosts(tmp_path_factory.mktemp("lab"), docker=DOCKER_HOSTS) as hosts:
         yield hosts
-    finally:
-        hosts.stop()
 
 
 @pytest.fixture
 def env(lab, tmp_path, monkeypatch):
-    monkeypatch.setenv("TESTBED_KNOWN_HOSTS", str(lab.known_hosts))
-    monkeypatch.setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp_path / "registry.json"))
-    monkeypatch.setenv("TESTBED_CACHE", str(tmp_path / "cache"))
+    lab.use(monkeypatch.setenv, tmp_path)
     monkeypatch.delenv("TESTBED_ANSIBLE_IMAGE", raising=False)
     monkeypatch.delenv("TESTBED_NODE_BASE", raising=False)
     return lab

@@ -17,9 +17,7 @@ Docker engine, else ``build``.
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 from pathlib import Path
 from typing import Callable
 
@@ -92,23 +90,15 @@ def saved_image(cache: Path, ref: str, progress: Progress) -> Path:
 
 def build_context(cache: Path, ref: str) -> Path:
     """``<cache>/context-<tag>.tar``: the node image's build context (Dockerfile + node package)."""
+    from testbed.providers.ansible.bundle import tar_files
     from testbed.providers.docker.image import context_files
 
     out = cache / f"context-{ref.split(':', 1)[1]}.tar"
     if out.exists():
         return out
     cache.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        for src, rel in context_files():
-            data = Path(src).read_bytes()
-            info = tarfile.TarInfo(rel)
-            info.size = len(data)
-            info.mode = 0o644
-            info.mtime = 0
-            tf.addfile(info, io.BytesIO(data))
     tmp = out.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(buf.getvalue())
+    tar_files(tmp, {rel: Path(src).read_bytes() for src, rel in context_files()})
     os.replace(tmp, out)
     return out
 

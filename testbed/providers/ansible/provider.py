@@ -56,7 +56,7 @@ from testbed.providers.ansible.images import (
     IMAGE_MODE_ENV, build_base, build_context, choose_mode, choose_runtimes, image_ref, saved_image,
 )
 from testbed.providers.ansible.inventory import (
-    REMOTE_ROOT, host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
+    host_record, layout, nodes_by_host, plan_hosts, render_inventory, render_inventory_hosts,
 )
 from testbed.providers.ansible.links import (
     EMULATION_ENV, choose_emulation, devices_used, tc_vars, teardown_vars,

@@ -144,6 +144,24 @@ class SSHHosts:
         out = self.exec(host, "docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}")
         return [ln for ln in out.splitlines() if ln.strip()]
 
+    def __enter__(self) -> "SSHHosts":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def use(self, setenv, tmp: Path) -> None:
+        """Point testbed at these hosts: their pinned keys, and a host registry and cache of the
+        caller's own under ``tmp`` (``setenv``: e.g. pytest's ``monkeypatch.setenv``)."""
+        setenv("TESTBED_KNOWN_HOSTS", str(self.known_hosts))
+        setenv("TESTBED_ANSIBLE_REGISTRY", str(tmp / "registry.json"))
+        setenv("TESTBED_CACHE", str(tmp / "cache"))
+
     def ssh_argv(self, host: str, *cmd: str) -> list[str]:
         return ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=yes",
                 "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "BatchMode=yes",
@@ -187,3 +205,34 @@ def spread_smoke(dest: Path, runtimes: dict[str, str] | None = None, name: str =
 def set_vars(hosts: SSHHosts) -> dict[str, str]:
     """The ``--set`` variables of :func:`spread_smoke`: each host's address and the test key."""
     return {**{f"{h}_addr": a for h, a in hosts.addresses.items()}, "key": str(hosts.key)}
+
+
+def missing_prerequisite(images: tuple[str, ...]) -> str | None:
+    """Why SSH test hosts of ``images`` cannot be made here, or None. Missing host images are
+    built first (``.ci/ssh-setup.sh``, from a source checkout)."""
+    import shutil
+
+    if shutil.which("docker") is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None:
+        return "docker, ssh and ssh-keygen are needed"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "no Docker engine to run the SSH hosts (.ci/docker-setup.sh)"
+    for image in images:
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+            setup = Path(__file__).resolve().parents[3] / ".ci" / "ssh-setup.sh"
+            r = subprocess.run(["bash", str(setup)], capture_output=True, text=True)
+            if r.returncode != 0:
+                return f"cannot build {image}: {r.stderr.strip()[-300:]}"
+    return None
+
+
+def require(images: tuple[str, ...]) -> None:
+    """In a test: skip when SSH test hosts of ``images`` cannot be made here -- fail under CI=true,
+    where a skipped ``ssh`` test would hide untested code."""
+    why = missing_prerequisite(images)
+    if why is None:
+        return
+    import pytest
+
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI needs real SSH hosts: {why}")
+    pytest.skip(why)

@@ -96,7 +96,7 @@ def test_build_context_tar_is_the_node_image_context_and_deterministic(tmp_path)
     with tarfile.open(a) as tf:
         names = tf.getnames()
         dockerfile = tf.extractfile("Dockerfile").read().decode()
-    assert names == [rel for _, rel in context_files()]
+    assert names == sorted(rel for _, rel in context_files())
     assert "Dockerfile" in names and "testbed/nodes/__main__.py" in names
     assert not any(n.startswith(("testbed/analysis", "testbed/providers")) for n in names)
     assert "ENTRYPOINT" in dockerfile and "ARG BASE" in dockerfile
