@@ -72,6 +72,15 @@ def validate(path: str, set_vars: dict[str, Any] | None = None, provider: str | 
     return "\n".join(parts)
 
 
+def hosts(path: str, set_vars: dict[str, Any] | None = None, progress: Progress = _quiet) -> list[dict[str, Any]]:
+    """Ansible: reach and prepare the topology's hosts; per host, what it has and what a run
+    would use there (containers or processes, the node image, link emulation). Starts nothing."""
+    from testbed.providers.ansible.provider import AnsibleProvider
+
+    plan = _single_plan(path, set_vars or {}, "ansible")
+    return AnsibleProvider().check_hosts(plan, progress)
+
+
 # -- bring-up -----------------------------------------------------------------------
 def _versions() -> dict[str, str]:
     from importlib import metadata

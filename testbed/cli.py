@@ -33,6 +33,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
+    sp = sub.add_parser("hosts", help="ansible: reach and prepare a topology's hosts, show what each has and "
+                                      "what a run would use (containers or processes, link emulation)")
+    sp.add_argument("file", help="topology YAML file")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
+    sp.add_argument("--json", action="store_true")
     sp = sub.add_parser("up", help="start a topology and return (a background controller drives it)")
     topo(sp)
     sp.add_argument("--no-schedule", action="store_true", help="bring the topology up idle: no workload, no faults")
@@ -107,6 +112,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
+        return 0
+    if args.cmd == "hosts":
+        rows = api.hosts(args.file, api.parse_set(args.set), progress=ui.progress_line)
+        if args.json:
+            ui.plain(json.dumps(rows, indent=1))
+        else:
+            ui.hosts_table(rows)
         return 0
     if args.cmd == "up":
         run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,

@@ -116,5 +116,26 @@ def status_table(st: dict[str, Any]) -> None:
         out.print("no fault pending")
 
 
+def hosts_table(rows: list[dict[str, Any]]) -> None:
+    """``testbed hosts``: what each host has and what a run would use there."""
+    t = Table(show_edge=False)
+    for c in ("host", "address", "nodes", "python", "docker", "image", "tc", "netem", "root", "runs nodes as"):
+        t.add_column(c, no_wrap=True)
+    for r in rows:
+        yes = "[green]yes[/green]"
+        no = "[dim]no[/dim]"
+        root = "root" if r["uid"] == 0 else ("sudo" if r["become"] else no)
+        runs = "[cyan]containers[/cyan]" if r["runtime"] == "docker" else "processes"
+        t.add_row(r["host"], str(r["address"]), str(r["nodes"]), str(r["python"]), r["docker"] or no,
+                  yes if r["image"] else no, yes if r["tc"] else no, yes if r["sch_netem"] else no, root, runs)
+    out.print(t)
+    for r in rows:
+        out.print(f"  {r['host']}: {r['runtime_reason']}")
+    if rows:
+        out.print(f"[bold]link emulation[/bold]: {rows[0]['emulation']} ({rows[0]['emulation_reason']})")
+        if rows[0].get("image_ref") and any(r["runtime"] == "docker" and not r["image"] for r in rows):
+            out.print(f"`up` ships the node image {rows[0]['image_ref']} to the container hosts that lack it")
+
+
 def plain(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)

@@ -181,3 +181,28 @@ def test_runtime_docker_on_a_host_without_engine_fails_naming_it(env, tmp_path):
     msg = str(ei.value)
     assert "h3" in msg and "docker.io" in msg and "become: true" in msg, msg
     assert_clean(lab)
+
+
+def test_hosts_command_shows_what_each_host_has_and_would_run(env, tmp_path):
+    """`testbed hosts FILE`: prepares the hosts (as `up` does first), starts nothing, and says per host
+    what it has and whether nodes would run as containers or processes."""
+    import subprocess
+    import sys
+
+    lab = env
+    cli = str(Path(sys.executable).parent / "testbed")
+    topo = spread_smoke(tmp_path, runtimes={"h2": "process"})
+    sets = [a for k, v in set_vars(lab).items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run([cli, "hosts", str(topo), *sets, "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = {row["host"]: row for row in json.loads(r.stdout)}
+    assert {h: row["runtime"] for h, row in rows.items()} == {"h1": "docker", "h2": "process", "h3": "process"}
+    assert rows["h1"]["docker"] and rows["h2"]["docker"] and rows["h3"]["docker"] is None
+    assert rows["h3"]["docker_error"] == "no docker command"
+    assert rows["h2"]["runtime_reason"] == "runtime: process"
+    assert all(row["tc"] and not row["sch_netem"] and row["python"].startswith("3.11") for row in rows.values())
+    assert rows["h1"]["emulation"] == "userspace" and "no sch_netem" in rows["h1"]["emulation_reason"]
+    assert rows["h1"]["image_ref"].startswith("testbed-node:ctx-")
+    r = subprocess.run([cli, "hosts", str(topo), *sets], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "containers" in r.stdout and "link emulation" in r.stdout, r.stdout + r.stderr
+    assert_clean(lab)  # nothing was started

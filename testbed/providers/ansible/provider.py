@@ -47,6 +47,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,17 @@ def _register(records: list[dict[str, Any]], tc_devices: dict[str, list[str]] | 
     write_json_atomic(p, known)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` found: facts per host, the runtime per host and why, the node image ref."""
+
+    facts: dict[str, dict[str, Any]]
+    runtimes: dict[str, str]
+    runtime_why: dict[str, str]
+    ref: str | None
+    context: str | None
+
+
 class AnsibleProvider(Provider):
     name = "ansible"
 
@@ -124,6 +136,67 @@ class AnsibleProvider(Provider):
         return render_inventory_hosts(state.get("hosts", []), run_id, AnsibleProvider._ssh_args(),
                                       {h: {"tb_root": r} for h, r in roots.items()})
 
+    # -- prepare (up's first step, and `testbed hosts`) ----------------------------------
+    def _prepare(self, plan: Plan, run_id: str, override: str | None, bundle: Path, digest: str,
+                 progress: Progress) -> "Prepared":
+        """Run ``prepare.yml`` on the plan's hosts; their facts and the runtime chosen for each."""
+        hosts = plan_hosts(plan)
+        wanted = {h: hp.runtime for h, hp in hosts.items()}
+        ref = context = None
+        if any(w != "process" for w in wanted.values()):
+            try:
+                ref, context = image_ref()
+            except ProviderError as e:  # no node Dockerfile (not a source checkout): processes only
+                if any(w == "docker" for w in wanted.values()):
+                    raise
+                progress(f"containers not possible ({e}); nodes run as processes")
+                wanted = {h: "process" for h in wanted}
+        progress(f"prepare {len(hosts)} hosts")
+        inv = render_inventory(plan, run_id, self._ssh_args(), {h: {"tb_runtime": w} for h, w in wanted.items()})
+        routes = [f"--route-to={hp.address}" for hp in hosts.values()]
+        image_args = ["--image", ref] if ref else []
+        res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest,
+                                            "tb_emulation": override or "auto",
+                                            "tb_prepare_args": routes + image_args}, progress)
+        facts: dict[str, dict[str, Any]] = {}
+        for h in hosts:
+            probe = res.reports.get(h, {}).get("report prepare", {}).get("json")
+            if not isinstance(probe, dict):
+                raise ProviderError("prepare reported no host facts", host=h)
+            facts[h] = probe
+        runtimes, runtime_why = choose_runtimes(wanted, facts)
+        return Prepared(facts, runtimes, runtime_why, ref, context)
+
+    def check_hosts(self, plan: Plan, progress: Progress) -> list[dict[str, Any]]:
+        """``testbed hosts``: prepare every host of the plan (what ``up`` does first) and say, per
+        host, what it has and what a run would use there. Starts nothing."""
+        hosts = plan_hosts(plan)
+        override = os.environ.get(EMULATION_ENV) or None
+        if override not in (None, "kernel", "userspace"):
+            raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
+        _register([host_record(hp) for hp in hosts.values()])
+        bundle, digest = build_bundle(cache_dir())
+        prep = self._prepare(plan, "hosts-check", override, bundle, digest, progress)
+        node_hosts = {n: p.host for n, p in plan.nodes.items()}
+        emulation, reason = choose_emulation(plan, node_hosts, prep.facts, {h: hp.become for h, hp in hosts.items()},
+                                             override)
+        by_host = nodes_by_host(plan)
+        out = []
+        for h, hp in hosts.items():
+            f = prep.facts[h]
+            d = f.get("docker") or {}
+            out.append({
+                "host": h, "address": hp.address, "user": hp.user, "nodes": len(by_host.get(h, [])),
+                "python": f.get("python"), "kernel": f.get("kernel"), "uid": f.get("uid"), "become": hp.become,
+                "docker": d.get("version") and (d["version"] + (" (sudo)" if (d.get("cmd") or [""])[0] == "sudo"
+                                                               else "")),
+                "docker_error": d.get("error"), "image": bool(d.get("image")), "image_ref": prep.ref,
+                "tc": bool(f.get("tc")), "sch_netem": bool(f.get("sch_netem")),
+                "runtime": prep.runtimes[h], "runtime_reason": prep.runtime_why[h],
+                "emulation": emulation, "emulation_reason": reason,
+            })
+        return out
+
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
         hosts = plan_hosts(plan)
@@ -137,39 +210,18 @@ class AnsibleProvider(Provider):
         run.save_state(state)
         _register(records)
         ssh_args = self._ssh_args()
-        wanted = {h: hp.runtime for h, hp in hosts.items()}
-        ref = digest_full = None
-        if any(w != "process" for w in wanted.values()):
-            try:
-                ref, digest_full = image_ref()
-            except ProviderError as e:  # no node Dockerfile (not a source checkout): processes only
-                if any(w == "docker" for w in wanted.values()):
-                    raise
-                progress(f"containers not possible ({e}); nodes run as processes")
-                wanted = {h: "process" for h in wanted}
         tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-up-"))
         try:
             # 1. prepare: the root, the virtualenv, facts and free ports
             t = time.monotonic()
             bundle, digest = build_bundle(cache_dir())
             state["digest"] = digest
-            progress(f"prepare {len(hosts)} hosts")
-            inv = render_inventory(plan, run.run_id, ssh_args, {h: {"tb_runtime": w} for h, w in wanted.items()})
-            routes = [f"--route-to={hp.address}" for hp in hosts.values()]
-            image_args = ["--image", ref] if ref else []
-            res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest,
-                                                "tb_emulation": override or "auto",
-                                                "tb_prepare_args": routes + image_args},
-                               progress)
+            run.save_state(state)
+            prep = self._prepare(plan, run.run_id, override, bundle, digest, progress)
+            facts, runtimes, runtime_why, ref, digest_full = (prep.facts, prep.runtimes, prep.runtime_why,
+                                                              prep.ref, prep.context)
             state["timings"]["prepare_s"] = time.monotonic() - t
-            facts: dict[str, dict[str, Any]] = {}
-            for h in hosts:
-                probe = res.reports.get(h, {}).get("report prepare", {}).get("json")
-                if not isinstance(probe, dict):
-                    raise ProviderError("prepare reported no host facts", host=h)
-                facts[h] = probe
-                state["roots"][h] = probe["root"]
-            runtimes, runtime_why = choose_runtimes(wanted, facts)
+            state["roots"] = {h: facts[h]["root"] for h in hosts}
             state["runtimes"] = runtimes
             run.save_state(state)
             for h in hosts:
