@@ -87,6 +87,14 @@ def test_mixed_lab_runs_the_smoke_topology(env, tmp_path):
     checks = api.run_checks(rd)
     assert {c["name"] for c in checks} >= {"no_duplicates", "filter_match", "fifo", "completeness"}
     assert all(c["passed"] for c in checks), checks
+    # the inter-host delays were emulated between containers on two hosts: STOCK quotes from h1
+    # (pub-stock at b2, ny) to sub-cheap on h2 (at b4, rome) over 10 + 40 + 10 ms of broker links
+    off = {h: o["offset_ns"] for h, o in m["clock_offsets"].items()}
+    lat = sorted(((e["t"] - off["h2"]) - (e["pub_t"] - off["h1"])) / 1e6
+                 for e in map(json.loads, (rd.logs_dir / "sub-cheap.jsonl").read_text().splitlines())
+                 if e["ev"] == "deliver" and e["publisher"].startswith("pub-stock"))
+    assert plan.nodes["sub-cheap"].host == "h2" and plan.nodes["pub-stock"].host == "h1"
+    assert len(lat) > 100 and 50.0 <= lat[len(lat) // 2] <= 150.0, lat[len(lat) // 2]
     # host networking: the nodes in containers listen at their host's address
     dep = rd.deployment()
     for ep in dep.endpoints.values():
