@@ -3,18 +3,24 @@
 Every plan host that runs processes needs ``address`` (and usually ``user`` and ``key``).
 ``up`` runs the playbooks in ``playbooks/`` through :func:`~.runner.run_playbook`:
 
-1. ``prepare``  -- installs what is missing with apt (python3-venv; iproute2 when kernel
-   link emulation may be used) when the user is root or the host has ``become: true``, else
-   fails naming the host and the packages; checks python3 >= 3.11; creates ``~/.testbed``
-   and a virtualenv (``--system-site-packages``); ships the host helper ``tbhost.py``;
-   reports host facts (python, uid, msgpack, tc, Docker engine, sch_netem, egress devices,
-   free TCP ports). Then ``links`` (kernel emulation only) applies tc on every host.
-2. ``deploy``   -- ships the node bundle once per code version (``~/.testbed/code/<digest>``).
+1. ``prepare``  -- installs what is missing with apt (python3; python3-venv; iproute2 when kernel
+   link emulation may be used; docker.io for ``runtime: docker``) when the user is root or the
+   host has ``become: true``, else fails naming the host and the packages; checks python3 >=
+   3.11; creates ``~/.testbed`` and a virtualenv (``--system-site-packages``); ships the host
+   helper ``tbhost.py``; reports host facts (python, uid, msgpack, tc, the Docker engine and
+   whether it has the node image, sch_netem, egress devices, free TCP ports). The runtime per
+   host follows (:func:`.images.choose_runtimes`). Then ``links`` (kernel emulation only)
+   applies tc on every host.
+2. ``deploy``   -- ships the node bundle once per code version (``~/.testbed/code/<digest>``),
+   and the node image to container hosts that lack it (:mod:`.images`: docker save/copy/load,
+   or a build on the host).
 3. ``start``    -- the node configs rendered from the plan (listening on the host's ports,
-   peers at the other hosts' addresses), one detached process per node in the virtualenv.
+   peers at the other hosts' addresses), one detached process per node in the virtualenv, or
+   one container per node (``--network host``) on a container host.
 
-Nodes run as plain processes on every host (a host's Docker engine is detected and
-reported, not used). Link emulation (:mod:`.links`): kernel ``tc netem`` on each host's
+Nodes run as containers on hosts whose Docker engine answers the SSH user (``runtime: auto``,
+or forced with ``runtime: docker``), else as processes (``runtime: process`` forces it).
+``check_hosts`` (``testbed hosts``) runs step 1 alone and reports. Link emulation (:mod:`.links`): kernel ``tc netem`` on each host's
 egress, one slice per destination *host* (``links`` playbook, before the nodes start;
 removed at ``down``), when every host has sch_netem, tc and root (or ``become: true``) and
 the plan's links are expressible per host pair; else the node runtime's userspace
@@ -106,6 +112,14 @@ def _register(records: list[dict[str, Any]], tc_devices: dict[str, list[str]] | 
     write_json_atomic(p, known)
 
 
+def _emulation_override() -> str | None:
+    """``$TESTBED_ANSIBLE_EMULATION``: None (choose), ``kernel`` or ``userspace``."""
+    override = os.environ.get(EMULATION_ENV) or None
+    if override not in (None, "kernel", "userspace"):
+        raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
+    return override
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What ``prepare`` found: facts per host, the runtime per host and why, the node image ref."""
@@ -171,9 +185,7 @@ class AnsibleProvider(Provider):
         """``testbed hosts``: prepare every host of the plan (what ``up`` does first) and say, per
         host, what it has and what a run would use there. Starts nothing."""
         hosts = plan_hosts(plan)
-        override = os.environ.get(EMULATION_ENV) or None
-        if override not in (None, "kernel", "userspace"):
-            raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
+        override = _emulation_override()
         _register([host_record(hp) for hp in hosts.values()])
         bundle, digest = build_bundle(cache_dir())
         prep = self._prepare(plan, "hosts-check", override, bundle, digest, progress)
@@ -200,9 +212,7 @@ class AnsibleProvider(Provider):
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
         hosts = plan_hosts(plan)
-        override = os.environ.get(EMULATION_ENV) or None
-        if override not in (None, "kernel", "userspace"):
-            raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
+        override = _emulation_override()
         records = [host_record(hp) for hp in hosts.values()]
         by_host = nodes_by_host(plan)
         state: dict[str, Any] = {"provider": self.name, "hosts": records, "roots": {}, "pids": {},
