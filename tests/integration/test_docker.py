@@ -298,9 +298,18 @@ def test_wipe_after_controller_killed_mid_up(client, image, tmp_path):
     assert before["networks"] and before["containers"]
     # make state.json as incomplete as a kill can leave it: wipe must rely on labels alone
     run.save_state({"provider": "docker", "run_id": run.run_id})
+    # an old node image left untagged by a rebuild: wipe prunes it; the current image stays
+    import io
+
+    old, _ = client.images.build(fileobj=io.BytesIO(
+        f"FROM {image}\nLABEL testbed.image=node testbed.test-old={run.run_id}\n".encode()), rm=True)
+    assert not old.tags
     removed = DockerProvider.wipe(lambda m: None)
     assert any(r.startswith("network tb-") for r in removed)
     assert labeled(client, "testbed.managed=1") == {"containers": [], "networks": [], "volumes": []}
+    assert f"image {old.id.split(':')[-1][:12]}" in removed
+    assert not client.images.list(filters={"label": f"testbed.test-old={run.run_id}"})
+    assert client.images.get(image).tags  # the current node image stays
 
 
 def test_down_with_incomplete_state_removes_everything(client, image, tmp_path):

@@ -504,8 +504,22 @@ class DockerProvider(Provider):
             progress(f"docker: nothing wiped ({e})")
             return []
         removed = remove_labeled(client, {LABEL_MANAGED: "1"})
+        removed += prune_node_images(client)
         progress(f"docker: removed {len(removed)} resources")
         return removed
+
+
+def prune_node_images(client: Any) -> list[str]:
+    """Untagged node images (each rebuild after a code change leaves the old one behind); the
+    current ones keep their tags and stay."""
+    import docker.errors
+
+    try:
+        res = client.images.prune(filters={"dangling": True, "label": "testbed.image=node"})
+    except docker.errors.APIError:
+        return []
+    return [f"image {d['Deleted'].split(':')[-1][:12]}" for d in (res.get("ImagesDeleted") or [])
+            if d.get("Deleted")]
 
 
 def remove_labeled(client: Any, labels: dict[str, str], *, settle_s: float = 0.5, rounds: int = 20) -> list[str]:
