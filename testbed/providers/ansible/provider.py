@@ -353,7 +353,9 @@ class AnsibleProvider(Provider):
         for rec in state.get("hosts", []):
             self._agent(run, rec["name"], state)
 
-    def _agent(self, run: RunDir, host: str, state: dict[str, Any] | None = None):
+    def _agent(self, run: RunDir, host: str, state: dict[str, Any] | None = None, channels: int = 4):
+        """The host's open agent (opened now if needed: ``channels`` sessions; 4 for faults, which
+        the schedule runs concurrently; a one-off query needs 1)."""
         key = (run.run_id, host)
         with self._agent_lock:
             a = self._agents.get(key)
@@ -369,7 +371,7 @@ class AnsibleProvider(Provider):
             code = f"{root}/code/{state['digest']}"
             argv = [f"{root}/venv/bin/python", f"{code}/tbhost.py", "--root", root, "--code", code,
                     "agent", run.run_id]
-            a = HostAgent(host, rec, known_hosts_files(), argv)
+            a = HostAgent(host, rec, known_hosts_files(), argv, channels=channels)
             self._agents[key] = a
             return a
 
@@ -438,7 +440,8 @@ class AnsibleProvider(Provider):
         errors: dict[str, str] = {}
         for rec in state.get("hosts", []):
             try:
-                by_host[rec["name"]] = self._agent(run, rec["name"], state).call("status").get("nodes", {})
+                by_host[rec["name"]] = self._agent(run, rec["name"], state, channels=1).call("status").get(
+                    "nodes", {})
             except ProviderError as e:
                 errors[rec["name"]] = str(e)
         out = []
