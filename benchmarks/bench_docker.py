@@ -27,17 +27,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from common import pct  # noqa: E402
 from testbed.providers.control import Controls  # noqa: E402
 from testbed.providers.docker.engine import connect  # noqa: E402
 from testbed.providers.docker.image import DEFAULT_TAG, ensure_image, image_size  # noqa: E402
 from testbed.providers.docker.provider import DockerProvider  # noqa: E402
 from testbed.runs.rundir import RunDir  # noqa: E402
 from testbed.topology.plan import Action, HostPlan, LinkSpec, NodePlan, Plan  # noqa: E402
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
 
 
 def ring_plan(n: int, actions: tuple[Action, ...] = (), name: str = "bench") -> Plan:
