@@ -140,7 +140,7 @@ def test_a_failed_command_task_names_its_stderr():
     assert _message(loop) == "non-zero return code: Error: Specified qdisc kind is unknown."
 
 
-def test_image_tar_helpers_do_not_need_a_tar_of_their_own(tmp_path):
+def test_build_context_is_cached_per_code_version(tmp_path):
     # the cached build context is named by the ref's tag: one per code version
     ref, _ = images.image_ref()
     p = images.build_context(tmp_path, ref)

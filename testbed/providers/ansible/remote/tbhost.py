@@ -661,11 +661,9 @@ def image_build(host: Host, tar_path: str, ref: str, base: str) -> dict:
             raise RuntimeError("no usable Docker engine on this host (prepare found none)")
         if d.has_image(ref):
             return {"image": ref, "built": False}
-        digest = ref.rsplit("-", 1)[-1]
-        with open(tar_path, "rb") as f:
+        with open(tar_path, "rb") as f:  # the ref's tag names the context digest (ctx-<12 hex>)
             d.run("build", "--network", "host", "-t", ref, "--build-arg", f"BASE={base}",
-                  "--label", "testbed.image=node", "--label", f"testbed.context={digest}",
-                  "--label", f"testbed.base={base}", "-", stdin=f, timeout=1800)
+                  "--label", "testbed.image=node", "--label", f"testbed.base={base}", "-", stdin=f, timeout=1800)
     finally:
         if os.path.exists(tar_path):
             os.unlink(tar_path)
