@@ -27,16 +27,18 @@ the plan's links are expressible per host pair; else the node runtime's userspac
 emulation per destination node. ``$TESTBED_ANSIBLE_EMULATION`` forces either. The choice
 and its reason are in the deployment and the manifest.
 
-Process faults go through one persistent SSH session per host to ``tbhost.py agent``,
-opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller process)
-so no connection is set up on the schedule's critical path. Link faults use the nodes'
+Process faults go through one persistent SSH connection per host carrying four sessions to
+``tbhost.py agent`` (which signals processes, or drives the host's Docker engine for
+containers), opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller
+process) so no connection is set up on the schedule's critical path. Link faults use the nodes'
 control channels like every provider.
 
 ``collect`` packs the logs on each host, fetches and unpacks them into ``<run>/logs`` and
 writes each host's facts to ``<run>/hosts/<host>.json``. ``down`` asks the nodes to shut
 down, collects, then stops whatever is left and deletes the run's directory on each host.
-``wipe`` removes ``~/.testbed`` from every host any run ever used (a registry of host
-records -- address, port, user, key *path*, nothing secret -- kept outside run directories).
+``wipe`` removes the tc qdiscs runs shaped, every testbed container and node image, and
+``~/.testbed`` from every host any run ever used (a registry of host records -- address, port,
+user, key *path*, shaped devices, nothing secret -- kept outside run directories).
 
 Security: SSH host keys are verified against ``~/.ssh/known_hosts`` and the files in
 ``TESTBED_KNOWN_HOSTS`` (StrictHostKeyChecking=yes for Ansible, RejectPolicy for the agent
