@@ -33,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
+    sp = sub.add_parser("graph", help="draw a topology with Graphviz: sites, nodes, clients, links; --at: "
+                                      "its state at that point of the fault schedule")
+    sp.add_argument("file", help="topology YAML file")
+    sp.add_argument("-o", "--output", metavar="FILE", help="FILE.png|.svg|.pdf|.dot (default <name>.png; - prints DOT)")
+    sp.add_argument("--at", metavar="TIME", help="e.g. 12s: crashed nodes greyed, cut links dashed at that time")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
     sp = sub.add_parser("hosts", help="ansible: reach and prepare a topology's hosts, show what each has and "
                                       "what a run would use (containers or processes, link emulation)")
     sp.add_argument("file", help="topology YAML file")
@@ -112,6 +118,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
+        return 0
+    if args.cmd == "graph":
+        if args.output == "-":
+            ui.plain(api.graph(args.file, None, at=args.at, set_vars=api.parse_set(args.set))[0].rstrip("\n"))
+            return 0
+        out = args.output or f"{api.plans(args.file, api.parse_set(args.set))[0].name}.png"
+        ui.plain(str(api.graph(args.file, out, at=args.at, set_vars=api.parse_set(args.set))[1]))
         return 0
     if args.cmd == "hosts":
         rows = api.hosts(args.file, api.parse_set(args.set), progress=ui.progress_line)
