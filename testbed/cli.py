@@ -7,7 +7,6 @@ problem for topology files) without a traceback; ``--debug`` shows tracebacks.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -33,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("graph", help="draw a topology with Graphviz: sites, nodes, clients, links; --at: "
                                       "its state at that point of the fault schedule")
     sp.add_argument("file", help="topology YAML file")
@@ -47,10 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("up", help="start a topology and return (a background controller drives it)")
     topo(sp)
     sp.add_argument("--no-schedule", action="store_true", help="bring the topology up idle: no workload, no faults")
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("run", help="the whole experiment: up, workload + faults, collect, down, analyse")
     topo(sp)
     sp.add_argument("--no-analyze", action="store_true", help="skip the Spark analysis")
     sp.add_argument("--spark-master", help="Spark master URL (default local[2])")
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("down", help="stop a run (default: the latest active one); idempotent")
     sp.add_argument("run", nargs="?", help="run id or directory")
     sp.add_argument("--all", action="store_true", help="stop every active run")
@@ -117,6 +119,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(jsonout.validate_doc(args.file, api.plans(args.file, api.parse_set(args.set),
+                                                                             args.provider))))
+            return 0
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
         return 0
     if args.cmd == "graph":
@@ -129,13 +137,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "hosts":
         rows = api.hosts(args.file, api.parse_set(args.set), progress=ui.progress_line)
         if args.json:
-            ui.plain(json.dumps(rows, indent=1))
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(rows))  # a list of rows, one per host (docs/cli.md)
         else:
             ui.hosts_table(rows)
         return 0
     if args.cmd == "up":
         run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
                      schedule=not args.no_schedule, progress=ui.progress_line)
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(jsonout.up_doc(run, api.status(str(run.path), runs_dir=rd))))
+            return 0
         ui.status_table(api.status(str(run.path), runs_dir=rd))
         ui.plain(run.run_id)
         return 0
@@ -144,6 +159,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
                        progress=live.line, on_event=live.event, analyze=not args.no_analyze,
                        spark_master=args.spark_master)
+        if args.json:
+            from testbed import jsonout
+
+            doc = jsonout.run_doc([jsonout.run_entry(r, api.run_checks(r)) for r in runs])
+            ui.plain(jsonout.dumps(doc))
+            return 0 if doc["ok"] else 3
         ok = True
         for r in runs:
             ui.plain(f"run directory: {r.path}")
@@ -152,6 +173,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 ui.plain(f"  figure: {f}")
             if (r.analysis_dir / "report.md").exists():
                 ui.plain(f"  report: {r.analysis_dir / 'report.md'}")
+            if (r.analysis_dir / "report.html").exists():
+                ui.plain(f"  report: {r.analysis_dir / 'report.html'}")
             for c in api.run_checks(r):
                 verdict = "PASS" if c.get("passed") else "FAIL"
                 ok = ok and bool(c.get("passed"))
@@ -166,7 +189,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "status":
         st = api.status(args.run, runs_dir=rd)
         if args.json:
-            ui.plain(json.dumps(st, indent=1, default=str))
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps({"schema": jsonout.SCHEMA_VERSION, "command": "status", **st}))
         else:
             ui.status_table(st)
         return 0
@@ -181,6 +206,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "analyze":
         res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=ui.progress_line)
         ui.plain(f"report: {res.report}")
+        if res.report_html is not None:
+            ui.plain(f"report: {res.report_html}")
         for f in res.figures:
             ui.plain(f"figure: {f}")
         return 0 if res.ok else 3
