@@ -460,6 +460,7 @@ def run(path: str, *, set_vars: dict[str, Any] | None = None, provider: str | No
             progress(f"[{i + 1}/{len(ps)}] point {json.dumps(plan.point, sort_keys=True)} repeat {plan.repeat_index}")
         done.append(run_one(plan, path, set_vars, root, progress, on_event))
     if analyze:
+        on_event({"kind": "phase", "phase": "analyze"})
         _analyze_all(done, spark_master, progress)
     if len(ps) > 1:
         _write_sweep_index(root, done)
@@ -468,10 +469,12 @@ def run(path: str, *, set_vars: dict[str, Any] | None = None, provider: str | No
 
 def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Progress,
             on_event: OnEvent) -> RunDir:
+    on_event({"kind": "phase", "phase": "up"})
     session = bring_up(plan, path, set_vars, root, progress)
     try:
         on_event({"kind": "phase", "phase": "workload"})
         schedule(session, on_event, progress)
+        on_event({"kind": "phase", "phase": "collect"})
         progress("collecting logs")
         session.provider.collect(session.run, progress)
         session.run.update_manifest(status="collected", end_wall_ns=time.time_ns())

@@ -144,8 +144,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             ui.hosts_table(rows)
         return 0
     if args.cmd == "up":
-        run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
-                     schedule=not args.no_schedule, progress=ui.progress_line)
+        with ui.Live("up", ui.ETA([("up", None)], history_key="up")) as live:
+            live.phase("up", "bringing up")
+            run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                         schedule=not args.no_schedule, progress=live.line)
         if args.json:
             from testbed import jsonout
 
@@ -155,10 +157,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(run.run_id)
         return 0
     if args.cmd == "run":
-        live = ui.LiveRun()
-        runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
-                       progress=live.line, on_event=live.event, analyze=not args.no_analyze,
-                       spark_master=args.spark_master)
+        with ui.LiveRun(api.plans(args.file, api.parse_set(args.set), args.provider),
+                        analyze=not args.no_analyze, drain_s=api.DRAIN_S) as live:
+            runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                           progress=live.line, on_event=live.event, analyze=not args.no_analyze,
+                           spark_master=args.spark_master)
         if args.json:
             from testbed import jsonout
 
@@ -204,7 +207,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             ui.out.print(ui.fault_line(e))
         return 0
     if args.cmd == "analyze":
-        res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=ui.progress_line)
+        with ui.LiveAnalyze() as live:
+            res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=live.line)
         ui.plain(f"report: {res.report}")
         if res.report_html is not None:
             ui.plain(f"report: {res.report_html}")
@@ -221,7 +225,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(f"report: {report}")
         return 0
     if args.cmd == "image":
-        tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=ui.progress_line)
+        with ui.Live("image build", ui.ETA([("build", None)], history_key="image-build", guess=60.0)) as live:
+            live.phase("build", "building the node image")
+            tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=live.line)
         ui.plain(tag)
         return 0
     raise AssertionError(args.cmd)
