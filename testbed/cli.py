@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--out", default="reproductions")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
+    sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
+    sp.add_argument("shell", choices=["bash", "zsh"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
     isub = sp.add_subparsers(dest="image_cmd", required=True, metavar="ACTION")
     b = isub.add_parser("build", help="build the node image")
@@ -86,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["__complete"]:  # called by the completion script on TAB (testbed/completion.py)
+        from testbed.completion import main_complete
+
+        return main_complete(_parser(), argv[1:])
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
@@ -223,6 +230,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         report = api.reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                                provider=args.provider, progress=ui.progress_line)
         ui.plain(f"report: {report}")
+        return 0
+    if args.cmd == "completion":
+        from testbed.completion import script
+
+        sys.stdout.write(script(args.shell))
         return 0
     if args.cmd == "image":
         with ui.Live("image build", ui.ETA([("build", None)], history_key="image-build", guess=60.0)) as live:
