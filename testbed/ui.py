@@ -20,7 +20,7 @@ out = Console(highlight=False)
 
 
 def progress_line(msg: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", soft_wrap=True)  # one line per message in logs
 
 
 def fault_line(e: dict[str, Any]) -> str:
@@ -210,7 +210,7 @@ class Live:
         if self._progress is not None:
             self._progress.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
         else:
-            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}")
+            self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {msg}", soft_wrap=True)
 
     def phase(self, name: str, desc: str | None = None) -> None:
         if self.eta is not None:
@@ -218,7 +218,7 @@ class Live:
         self._desc = f"{self.title}: {desc or name}"
         if self._progress is None and self.eta is not None:
             self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {escape(desc or name)}: "
-                               f"about {format_duration(self.eta.remaining())} left")
+                               f"about {format_duration(self.eta.remaining())} left", soft_wrap=True)
 
 
 ANALYZE_PHASES = [("ingest", None), ("checks", None), ("figures", None), ("report", None)]
@@ -228,6 +228,8 @@ class LiveAnalyze(Live):
     """``testbed analyze``: phases follow the analysis job's own progress lines (see analysis/job.py)."""
 
     NEXT = {"ingest:": "checks", "metrics:": "figures", "figures:": "report"}
+    DESC = {"checks": "running the checks and metrics", "figures": "drawing the figures",
+            "report": "writing the reports"}
 
     def __init__(self, **kw: Any) -> None:
         super().__init__("analyze", ETA(ANALYZE_PHASES, history_key="analyze", guess=8.0), **kw)
@@ -241,7 +243,7 @@ class LiveAnalyze(Live):
         super().line(msg)
         for prefix, nxt in self.NEXT.items():
             if msg.startswith(prefix):
-                self.phase(nxt)
+                self.phase(nxt, self.DESC[nxt])
 
 
 class LiveRun(Live):

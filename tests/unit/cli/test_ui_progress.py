@@ -148,3 +148,10 @@ def test_run_phases_come_from_the_plans_and_the_run_events(history):
         live.event({"kind": "phase", "phase": "analyze"})
         assert live.eta.current == "analyze#1"
     assert "workload 20s: about" in buf.getvalue()
+
+
+def test_plain_lines_are_not_wrapped_in_logs(history):
+    buf = io.StringIO()
+    with ui.Live("x", stream=Console(file=buf, force_terminal=False, width=40)) as live:
+        live.line("a long message " * 8)
+    assert len(buf.getvalue().splitlines()) == 1
