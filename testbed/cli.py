@@ -151,7 +151,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             ui.hosts_table(rows)
         return 0
     if args.cmd == "up":
-        with ui.Live("up", ui.ETA([("up", None)], history_key="up")) as live:
+        prov = args.provider or api.plans(args.file, api.parse_set(args.set))[0].provider
+        with ui.Live("up", ui.ETA([("up", None)], history_key=f"up/{prov}")) as live:
             live.phase("up", "bringing up")
             run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
                          schedule=not args.no_schedule, progress=live.line)

@@ -263,7 +263,8 @@ class LiveRun(Live):
                        (f"collect#{i}", None)]
         if analyze and plans:
             phases.append((f"analyze#{len(plans)}", None))
-        super().__init__("run", ETA(phases, history_key="run", guess=5.0) if plans else None, **kw)
+        key = f"run/{plans[0].provider}" if plans else None  # bring-up and collect differ by provider
+        super().__init__("run", ETA(phases, history_key=key, guess=5.0) if plans else None, **kw)
         self._i = -1
 
     def _tag(self, name: str, i: int) -> str:

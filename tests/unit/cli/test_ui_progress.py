@@ -155,3 +155,15 @@ def test_plain_lines_are_not_wrapped_in_logs(history):
     with ui.Live("x", stream=Console(file=buf, force_terminal=False, width=40)) as live:
         live.line("a long message " * 8)
     assert len(buf.getvalue().splitlines()) == 1
+
+
+def test_run_history_is_kept_per_provider(history):
+    from pathlib import Path
+
+    from testbed.topology.expand import plans
+
+    smoke = str(Path(__file__).resolve().parents[3] / "topologies" / "smoke.yaml")
+    history.write_text(json.dumps({"run/docker": {"up": 40.0}, "run/local": {"up": 2.0}}))
+    local = ui.LiveRun(plans(smoke, {}, None), stream=Console(file=io.StringIO()))
+    docker = ui.LiveRun(plans(smoke, {}, "docker"), stream=Console(file=io.StringIO()))
+    assert local.eta.expected["up#0"] == 2.0 and docker.eta.expected["up#0"] == 40.0
