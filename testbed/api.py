@@ -81,6 +81,47 @@ def hosts(path: str, set_vars: dict[str, Any] | None = None, progress: Progress 
     return AnsibleProvider().check_hosts(plan, progress)
 
 
+def graph(path: str, out: str | None = None, *, at: str | None = None, set_vars: dict[str, Any] | None = None,
+          provider: str | None = None) -> tuple[str, Path | None]:
+    """The topology drawn by Graphviz ``dot``: -> (DOT source, file written or None).
+
+    ``out`` ending in .png / .svg / .pdf is laid out by ``dot``; .dot (or None) is the source only.
+    ``at`` (e.g. "12s"): the state at that instant of the fault schedule. A sweep draws its first point.
+    """
+    from testbed.render.graph import plan_to_dot
+    from testbed.topology.units import parse_time
+
+    at_s = None
+    if at is not None:
+        try:
+            at_s = parse_time(at)
+        except ValueError as e:
+            raise UsageError(f"--at {at!r}: {e}") from None
+    dot = plan_to_dot(plans(path, set_vars, provider)[0], at_s)
+    if out is None:
+        return dot, None
+    dest = Path(out)
+    fmt = dest.suffix.lstrip(".").lower()
+    if fmt == "dot":
+        dest.write_text(dot)
+        return dot, dest
+    if fmt not in ("png", "svg", "pdf"):
+        raise UsageError(f"-o {out}: the file must end in .png, .svg, .pdf or .dot")
+    try:
+        import graphviz
+    except ImportError:
+        raise UsageError("testbed graph needs the Python package graphviz (pip install graphviz)") from None
+    try:
+        data = graphviz.Source(dot, engine="dot").pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise UsageError("testbed graph needs Graphviz's `dot` (apt-get install graphviz); "
+                         "-o FILE.dot writes the source without it") from None
+    except graphviz.CalledProcessError as e:
+        raise TestbedError(f"dot failed: {(e.stderr or b'').decode(errors='replace').strip()[:300]}") from None
+    dest.write_bytes(data)
+    return dot, dest
+
+
 # -- bring-up -----------------------------------------------------------------------
 def _versions() -> dict[str, str]:
     from importlib import metadata
@@ -419,6 +460,7 @@ def run(path: str, *, set_vars: dict[str, Any] | None = None, provider: str | No
             progress(f"[{i + 1}/{len(ps)}] point {json.dumps(plan.point, sort_keys=True)} repeat {plan.repeat_index}")
         done.append(run_one(plan, path, set_vars, root, progress, on_event))
     if analyze:
+        on_event({"kind": "phase", "phase": "analyze"})
         _analyze_all(done, spark_master, progress)
     if len(ps) > 1:
         _write_sweep_index(root, done)
@@ -427,10 +469,12 @@ def run(path: str, *, set_vars: dict[str, Any] | None = None, provider: str | No
 
 def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Progress,
             on_event: OnEvent) -> RunDir:
+    on_event({"kind": "phase", "phase": "up"})
     session = bring_up(plan, path, set_vars, root, progress)
     try:
         on_event({"kind": "phase", "phase": "workload"})
         schedule(session, on_event, progress)
+        on_event({"kind": "phase", "phase": "collect"})
         progress("collecting logs")
         session.provider.collect(session.run, progress)
         session.run.update_manifest(status="collected", end_wall_ns=time.time_ns())
@@ -531,6 +575,6 @@ def image_build(*, base: str | None = None, offline_base: bool = False, progress
 
 
 __all__ = [
-    "parse_set", "plans", "validate", "up", "down", "status", "log_lines", "inject", "run", "run_one",
+    "parse_set", "plans", "validate", "graph", "up", "down", "status", "log_lines", "inject", "run", "run_one",
     "analyze_run", "run_checks", "wipe", "reproduce", "image_build", "bring_up", "schedule", "teardown", "Session",
 ]

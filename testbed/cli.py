@@ -7,7 +7,6 @@ problem for topology files) without a traceback; ``--debug`` shows tracebacks.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -33,6 +32,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
+    sp = sub.add_parser("graph", help="draw a topology with Graphviz: sites, nodes, clients, links; --at: "
+                                      "its state at that point of the fault schedule")
+    sp.add_argument("file", help="topology YAML file")
+    sp.add_argument("-o", "--output", metavar="FILE", help="FILE.png|.svg|.pdf|.dot (default <name>.png; - prints DOT)")
+    sp.add_argument("--at", metavar="TIME", help="e.g. 12s: crashed nodes greyed, cut links dashed at that time")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
     sp = sub.add_parser("hosts", help="ansible: reach and prepare a topology's hosts, show what each has and "
                                       "what a run would use (containers or processes, link emulation)")
     sp.add_argument("file", help="topology YAML file")
@@ -41,10 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("up", help="start a topology and return (a background controller drives it)")
     topo(sp)
     sp.add_argument("--no-schedule", action="store_true", help="bring the topology up idle: no workload, no faults")
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("run", help="the whole experiment: up, workload + faults, collect, down, analyse")
     topo(sp)
     sp.add_argument("--no-analyze", action="store_true", help="skip the Spark analysis")
     sp.add_argument("--spark-master", help="Spark master URL (default local[2])")
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("down", help="stop a run (default: the latest active one); idempotent")
     sp.add_argument("run", nargs="?", help="run id or directory")
     sp.add_argument("--all", action="store_true", help="stop every active run")
@@ -68,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--out", default="reproductions")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
+    sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
+    sp.add_argument("shell", choices=["bash", "zsh"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
     isub = sp.add_subparsers(dest="image_cmd", required=True, metavar="ACTION")
     b = isub.add_parser("build", help="build the node image")
@@ -78,6 +88,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["__complete"]:  # called by the completion script on TAB (testbed/completion.py)
+        from testbed.completion import main_complete
+
+        return main_complete(_parser(), argv[1:])
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
@@ -111,26 +126,56 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(jsonout.validate_doc(args.file, api.plans(args.file, api.parse_set(args.set),
+                                                                             args.provider))))
+            return 0
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
+        return 0
+    if args.cmd == "graph":
+        if args.output == "-":
+            ui.plain(api.graph(args.file, None, at=args.at, set_vars=api.parse_set(args.set))[0].rstrip("\n"))
+            return 0
+        out = args.output or f"{api.plans(args.file, api.parse_set(args.set))[0].name}.png"
+        ui.plain(str(api.graph(args.file, out, at=args.at, set_vars=api.parse_set(args.set))[1]))
         return 0
     if args.cmd == "hosts":
         rows = api.hosts(args.file, api.parse_set(args.set), progress=ui.progress_line)
         if args.json:
-            ui.plain(json.dumps(rows, indent=1))
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(rows))  # a list of rows, one per host (docs/cli.md)
         else:
             ui.hosts_table(rows)
         return 0
     if args.cmd == "up":
-        run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
-                     schedule=not args.no_schedule, progress=ui.progress_line)
+        prov = args.provider or api.plans(args.file, api.parse_set(args.set))[0].provider
+        with ui.Live("up", ui.ETA([("up", None)], history_key=f"up/{prov}")) as live:
+            live.phase("up", "bringing up")
+            run = api.up(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                         schedule=not args.no_schedule, progress=live.line)
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(jsonout.up_doc(run, api.status(str(run.path), runs_dir=rd))))
+            return 0
         ui.status_table(api.status(str(run.path), runs_dir=rd))
         ui.plain(run.run_id)
         return 0
     if args.cmd == "run":
-        live = ui.LiveRun()
-        runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
-                       progress=live.line, on_event=live.event, analyze=not args.no_analyze,
-                       spark_master=args.spark_master)
+        with ui.LiveRun(api.plans(args.file, api.parse_set(args.set), args.provider),
+                        analyze=not args.no_analyze, drain_s=api.DRAIN_S) as live:
+            runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
+                           progress=live.line, on_event=live.event, analyze=not args.no_analyze,
+                           spark_master=args.spark_master)
+        if args.json:
+            from testbed import jsonout
+
+            doc = jsonout.run_doc([jsonout.run_entry(r, api.run_checks(r)) for r in runs])
+            ui.plain(jsonout.dumps(doc))
+            return 0 if doc["ok"] else 3
         ok = True
         for r in runs:
             ui.plain(f"run directory: {r.path}")
@@ -139,6 +184,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 ui.plain(f"  figure: {f}")
             if (r.analysis_dir / "report.md").exists():
                 ui.plain(f"  report: {r.analysis_dir / 'report.md'}")
+            if (r.analysis_dir / "report.html").exists():
+                ui.plain(f"  report: {r.analysis_dir / 'report.html'}")
             for c in api.run_checks(r):
                 verdict = "PASS" if c.get("passed") else "FAIL"
                 ok = ok and bool(c.get("passed"))
@@ -153,7 +200,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "status":
         st = api.status(args.run, runs_dir=rd)
         if args.json:
-            ui.plain(json.dumps(st, indent=1, default=str))
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps({"schema": jsonout.SCHEMA_VERSION, "command": "status", **st}))
         else:
             ui.status_table(st)
         return 0
@@ -166,8 +215,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             ui.out.print(ui.fault_line(e))
         return 0
     if args.cmd == "analyze":
-        res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=ui.progress_line)
+        with ui.LiveAnalyze() as live:
+            res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=live.line)
         ui.plain(f"report: {res.report}")
+        if res.report_html is not None:
+            ui.plain(f"report: {res.report_html}")
         for f in res.figures:
             ui.plain(f"figure: {f}")
         return 0 if res.ok else 3
@@ -180,8 +232,15 @@ def _dispatch(args: argparse.Namespace) -> int:
                                provider=args.provider, progress=ui.progress_line)
         ui.plain(f"report: {report}")
         return 0
+    if args.cmd == "completion":
+        from testbed.completion import script
+
+        sys.stdout.write(script(args.shell))
+        return 0
     if args.cmd == "image":
-        tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=ui.progress_line)
+        with ui.Live("image build", ui.ETA([("build", None)], history_key="image-build", guess=60.0)) as live:
+            live.phase("build", "building the node image")
+            tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=live.line)
         ui.plain(tag)
         return 0
     raise AssertionError(args.cmd)

@@ -28,6 +28,7 @@ class AnalysisResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     ingest: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    report_html: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -131,6 +132,11 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
 
         t = time.monotonic()
         figs = draw_all(ctx, metrics, out / "figures")
+        from testbed.analysis.gantt import fault_timeline
+
+        tl = fault_timeline(metrics, out / "figures" / "fault_timeline.png", plan.get("duration_s"))
+        if tl is not None:
+            figs.append(tl)
         progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
 
         checks_d = [r.to_dict() for r in results]
@@ -141,9 +147,14 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
                            checks=checks_d, metrics=metrics, figures=figs, out_dir=out)
         report = out / "report.md"
         report.write_text(md)
+        from testbed.analysis.report_html import render_report_html
+
+        html = out / "report.html"
+        html.write_text(render_report_html(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
+                                           checks=checks_d, metrics=metrics, figures=figs))
         ctx.release()
-        res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start)
-        progress(f"report: {report} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
+        res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start, html)
+        progress(f"report: {report} and {html.name} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
                  f"{res.seconds:.1f} s total)")
         return res
     finally:

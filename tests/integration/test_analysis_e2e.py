@@ -72,7 +72,7 @@ def test_analyze_synthetic_run_end_to_end(spark, tmp_path):
 
     # figures: real PNGs
     names = sorted(p.name for p in res.figures)
-    assert names == ["delivered_rate.png", "latency_cdf.png"]
+    assert names == ["delivered_rate.png", "fault_timeline.png", "latency_cdf.png"]
     for p in res.figures:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
 
@@ -86,6 +86,7 @@ def test_analyze_synthetic_run_end_to_end(spark, tmp_path):
     assert f"| completeness | PASS | 0 | {syn.lost_in_fault} |" in md
     assert "| ny | rome |" in md and "![latency_cdf](figures/latency_cdf.png)" in md
     assert "`b2.jsonl`: 1 line(s)" in md
+    assert res.report_html == out / "report.html" and "no_duplicates" in res.report_html.read_text()
 
 
 def test_unattributed_loss_fails_end_to_end(spark, tmp_path):
@@ -164,6 +165,7 @@ def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures
     assert by["publishes_counted"].passed and by["publishes_counted"].details["publishes"] == syn.publications
     assert not by["broken"].passed and by["broken"].details["error"] == "RuntimeError: boom"
     assert not res.ok
-    assert sorted(p.name for p in res.figures) == ["delivered_rate.png", "latency_cdf.png", "zzproto_stalls.png"]
+    assert sorted(p.name for p in res.figures) == ["delivered_rate.png", "fault_timeline.png", "latency_cdf.png",
+                                                   "zzproto_stalls.png"]
     md = res.report.read_text()
     assert "| protocol | zzproto |" in md and "| broken | **FAIL** |" in md and "zzproto_stalls.png" in md
