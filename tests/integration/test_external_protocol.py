@@ -189,7 +189,7 @@ def venv(tmp_path_factory):
     return py, env, tmp
 
 
-def testbed(venv, *args, check=True):
+def run_cli(venv, *args, check=True):
     py, env, tmp = venv
     return subprocess.run([str(py), "-m", "testbed.cli", "--runs-dir", str(tmp / "runs"), *args], env=env,
                           cwd=tmp, capture_output=True, text=True, check=check, timeout=500)
@@ -207,8 +207,8 @@ def test_external_protocol_is_installed_run_checked_and_analysed(venv):
 
     topo = tmp / "ext.yaml"
     topo.write_text(textwrap.dedent(TOPOLOGY).lstrip())
-    testbed(venv, "validate", str(topo))
-    r = testbed(venv, "run", str(topo), check=False)
+    run_cli(venv, "validate", str(topo))
+    r = run_cli(venv, "run", str(topo), check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     run_dir = Path(next(ln.split(": ", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("run directory: ")))
     cfg = json.loads((run_dir / "configs" / "t2.json").read_text())
@@ -230,7 +230,7 @@ def test_external_protocol_is_installed_run_checked_and_analysed(venv):
     i = next(i for i, ln in enumerate(lines) if '"ev": "ext_recv"' in ln or '"ev":"ext_recv"' in ln)
     dropped = json.loads(lines[i])
     log.write_text("".join(lines[:i] + lines[i + 1:]))
-    r2 = testbed(venv, "analyze", str(broken), check=False)
+    r2 = run_cli(venv, "analyze", str(broken), check=False)
     assert r2.returncode != 0, r2.stdout[-2000:]
     (c2,) = json.loads((broken / "analysis" / "checks.json").read_text())["checks"]
     assert not c2["passed"] and c2["violations"] == 1

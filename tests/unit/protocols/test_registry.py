@@ -205,3 +205,13 @@ def test_node_runtime_loads_the_rendered_class_and_rejects_bad_paths():
         node_api.load_class("testbed.nodes.echo.node")
     with pytest.raises(TypeError, match="not a Node subclass"):
         node_api.load_class("testbed.nodes.runtime.api:Runtime")
+
+
+def test_node_side_event_discovery_agrees_with_the_registry():
+    """nodes/runtime/events.all_events finds the built-in events modules by the same convention."""
+    assert E.builtin_event_modules() == sorted(p.events for p in P.registry() if p.events)
+    declared = P.all_events()
+    for p in P.registry():
+        if p.events:
+            assert any(et.protocol == p.name for et in declared.values()), p.name
+    assert {"node_start", "workload", "publish", "o_notify", "g_deliver", "echo_recv"} <= set(declared)
