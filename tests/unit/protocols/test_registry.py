@@ -176,6 +176,12 @@ def test_entry_point_that_fails_to_load_names_itself(toy):
     toy("zztoy", [("zzbroken", "zztoy_no_such_module")])
     with pytest.raises(P.ProtocolError, match="entry point zzbroken = zztoy_no_such_module: cannot load"):
         P.registry()
+    assert {"ordering", "gryphon"} <= set(P.reproducible())  # the CLI parser still builds
+    from testbed import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
 
 
 def test_entry_point_parts_may_be_named_explicitly(toy, tmp_path):
