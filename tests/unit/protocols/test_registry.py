@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_unknown_protocol_is_a_clear_error():
         P.get("nope")
 
 
-def _write_toy(tmp_path: Path, pkg: str, *, topology: bool = True) -> Path:
+def _write_toy(tmp_path: Path, pkg: str, *, topology: bool = True, runnable: bool = True) -> Path:
     """A toy protocol package in tmp: topology, nodes (reusing EchoNode), events, analysis."""
     root = tmp_path / "src"
     d = root / pkg
@@ -107,6 +108,10 @@ def _write_toy(tmp_path: Path, pkg: str, *, topology: bool = True) -> Path:
             CLIENT_ROLES = set()
             ACYCLIC = None
         """))
+    if not runnable:
+        shutil.rmtree(d / "nodes")
+        shutil.rmtree(d / "analysis")
+        return root
     (d / "nodes" / "__init__.py").write_text(
         'NODE_CLASSES = {("node", "*"): "testbed.nodes.echo.node:EchoNode"}\n')
     (d / "nodes" / "events.py").write_text(
@@ -221,3 +226,30 @@ def test_node_side_event_discovery_agrees_with_the_registry():
         if p.events:
             assert any(et.protocol == p.name for et in declared.values()), p.name
     assert {"node_start", "workload", "publish", "o_notify", "g_deliver", "echo_recv"} <= set(declared)
+
+
+TOY_TOPOLOGY = """
+version: 1
+name: toy
+protocol: zztoy
+duration: 2s
+sites: {s1: {}}
+nodes:
+  n1: {role: echo, site: s1}
+"""
+
+
+def test_a_declared_protocol_validates_but_up_refuses_it_before_starting_anything(toy, tmp_path):
+    from testbed import api
+
+    toy("zztoy", [("zztoy", "zztoy")], runnable=False)
+    p = P.get("zztoy")
+    assert not p.runnable and p.missing() == [] and p.checks() == []
+    topo = tmp_path / "toy.yaml"
+    topo.write_text(TOY_TOPOLOGY)
+    assert "protocol zztoy" in api.validate(str(topo))
+    runs = tmp_path / "runs"
+    with pytest.raises(P.ProtocolError, match="protocol 'zztoy' has no node implementation yet"):
+        api.up(str(topo), runs_dir=str(runs), schedule=False)
+    (run,) = [d for d in runs.iterdir() if d.is_dir() and d.name.startswith("toy-")]
+    assert not list((run / "logs").glob("*.jsonl"))  # no node was started
