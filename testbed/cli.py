@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from testbed import __version__
+from testbed import __version__, protocols
 from testbed.errors import TestbedError
 
 
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--spark-master")
     sub.add_parser("wipe", help="remove everything testbed ever started here (processes, containers, networks)")
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
-    sp.add_argument("protocol", choices=["ordering", "gryphon", "transactions", "mobility"])
+    sp.add_argument("protocol", choices=protocols.reproducible())
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--out", default="reproductions")

@@ -13,19 +13,19 @@ Layout (each module's docstring has the details):
     timeline.py   fault windows, planned vs actual (manifest timeline + injected faults)
     context.py    AnalysisContext: what checks/metrics/figures see (history + plan + manifest)
     filters.py    an independent content-based filter evaluator (Python and Spark)
-    checks/       CHECKS = {protocol: [check(ctx) -> CheckResult]}; checks/<protocol>.py found by name
+    checks.py     CheckResult, summarize(): what every protocol's checks return
     metrics.py    latency per site pair, delivered rate, per-fault counts
-    figures.py    generic figures + FIGURES registry (@register_figure("<protocol>"))
+    figures.py    generic figures (latency CDF, delivered rate)
     report.py     report.md, checks.json, metrics.json
     job.py        analyze(): the phases in order
     synthetic.py  a synthetic pub/sub run directory (tests, benchmarks, trying things out)
 
-Extending for a protocol ``p``: put checks in ``checks/p.py`` as ``CHECKS = [...]``
+Extending for a protocol ``p`` (the protocol registry, :mod:`testbed.protocols`,
+finds these by convention): checks in ``p/checks.py`` as ``CHECKS = [...]``
 (each ``fn(ctx) -> CheckResult``, typically ``summarize(name, description,
-violations_df, ...)``), and figures in any module of the package
-``testbed/analysis/p/`` decorated with ``@register_figure("p")``; every module of
-that package is imported when a ``p`` run is analysed. Read events with
-``ctx.df("<ev>")`` (an empty, typed DataFrame when the run has none).
+violations_df, ...)``), figures in ``p/figures.py`` as ``FIGURES = [...]`` (each
+``fn(ctx, out_dir) -> list[Path]``), event tables and transforms beside them.
+Read events with ``ctx.df("<ev>")`` (an empty, typed DataFrame when the run has none).
 """
 
 

@@ -5,59 +5,22 @@ Generic figures, drawn whenever the run has ``deliver`` events:
   delivered_rate.png delivered messages/s (1 s bins) with fault windows shaded: actual windows
                      filled, planned windows as dashed outlines, each labelled with its fault index
 
-Protocol figures: a module in ``testbed.analysis.<protocol>`` (imported when that
-protocol is analysed) registers ``fn(ctx, out_dir) -> list[Path]`` with
-``@register_figure("<protocol>")``.
+Protocol figures: ``analysis/<protocol>/figures.py`` lists ``FIGURES = [fn, ...]``,
+each ``fn(ctx, out_dir) -> list[Path]``; the protocol registry finds them
+(``testbed.protocols.figures_for(protocol)``).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-FIGURES: dict[str, list[Callable[..., list[Path]]]] = {}
-_IMPORTED: set[str] = set()
 DPI = 120
-
-
-def register_figure(protocol: str):
-    """Decorator: ``fn(ctx, out_dir) -> list[Path]`` draws protocol figures into ``out_dir``."""
-
-    def deco(fn):
-        lst = FIGURES.setdefault(protocol, [])
-        if fn not in lst:
-            lst.append(fn)
-        return fn
-
-    return deco
-
-
-def import_protocol_package(protocol: str) -> None:
-    """Import ``testbed.analysis.<protocol>`` and its modules once (they register checks and figures)."""
-    if protocol in _IMPORTED:
-        return
-    _IMPORTED.add(protocol)
-    name = f"testbed.analysis.{protocol}"
-    try:
-        pkg = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and name.startswith(e.name):
-            return
-        raise
-    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-        importlib.import_module(f"{name}.{info.name}")
-
-
-def figures_for(protocol: str) -> list[Callable[..., list[Path]]]:
-    import_protocol_package(protocol)
-    return list(FIGURES.get(protocol, []))
 
 
 # -- generic figures ------------------------------------------------------------------
@@ -128,6 +91,8 @@ def draw_all(ctx, metrics: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [p for p in (latency_cdf(metrics, out_dir / "latency_cdf.png"),
                          delivered_rate(metrics, out_dir / "delivered_rate.png")) if p is not None]
+    from testbed.protocols import figures_for
+
     for fn in figures_for(ctx.protocol):
         paths.extend(Path(p) for p in (fn(ctx, out_dir) or []))
     return paths

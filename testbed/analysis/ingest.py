@@ -28,7 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from testbed.errors import AnalysisError
-from testbed.nodes.runtime.events import COMMON_FIELDS, EventType, all_events
+from testbed.nodes.runtime.events import COMMON_FIELDS, EventType
+from testbed.protocols import all_events
 
 CORRUPT = "_corrupt_record"
 _SCALARS = {

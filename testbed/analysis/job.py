@@ -74,13 +74,14 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
             spark=None, settle_s: float | None = None, travel_margin_s: float | None = None,
             fault_margin_s: float | None = None) -> AnalysisResult:
     """Analyse one run directory; returns paths and check results (``.ok``: every check passed)."""
-    from testbed.analysis.checks import CheckResult, checks_for
+    from testbed.analysis.checks import CheckResult
     from testbed.analysis.context import AnalysisContext, AnalysisOptions
     from testbed.analysis.figures import draw_all
     from testbed.analysis.ingest import ingest
     from testbed.analysis.metrics import compute_metrics
     from testbed.analysis.report import render_report, write_json
     from testbed.analysis.session import spark_session
+    from testbed.protocols import checks_for
 
     t_start = time.monotonic()
     path, plan, manifest = validate_run_dir(run_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from testbed.protocols import node_class_path
 from testbed.topology.plan import Plan
 
 LOG_FLUSH_MS = 100
@@ -42,6 +43,7 @@ def render_node_config(
         "kind": n.kind,
         "role": n.role,
         "protocol": plan.protocol,
+        "node_class": node_class_path(plan.protocol, n.kind, n.role),
         "site": n.site,
         "cell": n.cell,
         "neighbors": list(n.neighbors),

@@ -32,7 +32,6 @@ from testbed.topology.plan import LINK_DISTRIBUTIONS
 from testbed.topology.units import LinkRate, Loss, Rate, Size, Time
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
-PROTOCOL_NAMES = ("pubsub", "ordering", "transactions", "gryphon", "mobility")
 PROVIDERS = ("local", "docker", "ansible")
 
 

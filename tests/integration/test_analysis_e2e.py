@@ -118,41 +118,70 @@ def test_bad_run_dirs_are_one_line_errors(tmp_path):
         validate_run_dir(syn.path)
 
 
-def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures(spark, tmp_path, monkeypatch):
-    """A protocol with no checks/<protocol>.py: its package's registered check and figure run;
-    a checker that raises fails its own check without losing the analysis."""
-    import sys
-    import types
+TOY_CHECKS = """
+from testbed.analysis.checks import CheckResult
 
-    from testbed.analysis import checks as C
-    from testbed.analysis import figures as FIG
+
+def check_publishes_counted(ctx):
+    n = ctx.df("publish").count()
+    return CheckResult("publishes_counted", n > 0, 0 if n else 1, details={"publishes": n})
+
+
+def check_broken(ctx):
+    raise RuntimeError("boom")
+
+
+CHECKS = [check_publishes_counted, check_broken]
+"""
+
+TOY_FIGURES = """
+def stall_count(ctx, out):
+    import matplotlib.pyplot as plt
+
+    n = ctx.df("stall").count()
+    fig, ax = plt.subplots()
+    ax.bar(["stall events"], [n])
+    ax.set_ylabel("events")
+    p = out / "zzproto_stalls.png"
+    fig.savefig(p)
+    plt.close(fig)
+    return [p]
+
+
+FIGURES = [stall_count]
+"""
+
+
+def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures(spark, tmp_path, monkeypatch):
+    """A protocol outside the repository (an entry point): its checks and figures run with the
+    generic parts; a checker that raises fails its own check without losing the analysis."""
+    import importlib.metadata as md
+    import sys
+
+    from testbed import protocols
 
     proto = "zzproto"
-    monkeypatch.setitem(sys.modules, f"testbed.analysis.{proto}", types.ModuleType(f"testbed.analysis.{proto}"))
-    monkeypatch.setitem(C.CHECKS, proto, [])
-    monkeypatch.setitem(FIG.FIGURES, proto, [])
+    pkg = tmp_path / "src" / proto
+    (pkg / "analysis").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "topology.py").write_text("from testbed.topology.protocols.pubsub import *  # noqa\n")
+    (pkg / "analysis" / "__init__.py").write_text("")
+    (pkg / "analysis" / "checks.py").write_text(TOY_CHECKS)
+    (pkg / "analysis" / "figures.py").write_text(TOY_FIGURES)
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
 
-    @C.register_check(proto)
-    def check_publishes_counted(ctx):
-        n = ctx.df("publish").count()
-        return C.CheckResult("publishes_counted", n > 0, 0 if n else 1, details={"publishes": n})
+    class EP:
+        name, value, dist = proto, proto, None
 
-    @C.register_check(proto)
-    def check_broken(ctx):
-        raise RuntimeError("boom")
+        def load(self):
+            import importlib
 
-    @FIG.register_figure(proto)
-    def stall_count(ctx, out):
-        import matplotlib.pyplot as plt
+            return importlib.import_module(proto)
 
-        n = ctx.df("stall").count()
-        fig, ax = plt.subplots()
-        ax.bar(["stall events"], [n])
-        ax.set_ylabel("events")
-        p = out / f"{proto}_stalls.png"
-        fig.savefig(p)
-        plt.close(fig)
-        return [p]
+    monkeypatch.setattr(md, "entry_points", lambda group=None: [EP()] if group == protocols.ENTRY_POINT_GROUP else [])
+    protocols.reset()
+    monkeypatch.setattr(protocols, "_REGISTRY", None)  # rebuilt now, forgotten after the test
+    assert [c.__name__ for c in protocols.checks_for(proto)] == ["check_publishes_counted", "check_broken"]
 
     syn = make_run_dir(tmp_path, duration_s=6.0, rate_per_s=2.0, subscribers=1, stall=(2.0, 3.0), torn=False)
     plan = json.loads((syn.path / "plan.json").read_text())
@@ -167,5 +196,8 @@ def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures
     assert not res.ok
     assert sorted(p.name for p in res.figures) == ["delivered_rate.png", "fault_timeline.png", "latency_cdf.png",
                                                    "zzproto_stalls.png"]
-    md = res.report.read_text()
-    assert "| protocol | zzproto |" in md and "| broken | **FAIL** |" in md and "zzproto_stalls.png" in md
+    report = res.report.read_text()
+    assert "| protocol | zzproto |" in report and "| broken | **FAIL** |" in report
+    assert "zzproto_stalls.png" in report
+    for m in [m for m in sys.modules if m.startswith(proto)]:
+        del sys.modules[m]

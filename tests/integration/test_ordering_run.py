@@ -52,7 +52,7 @@ def test_unreliable_run_tags_correctly(runs):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_checks_and_metrics(runs):
-    from testbed.analysis.checks.ordering import CHECKS
+    from testbed.analysis.ordering.checks import CHECKS
     from testbed.analysis.context import AnalysisContext
     from testbed.analysis.ingest import ingest
     from testbed.analysis.ordering.metrics import run_metrics

@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from testbed.analysis.figures import DPI, register_figure  # noqa: E402
+from testbed.analysis.figures import DPI  # noqa: E402
 from testbed.analysis.gryphon.transforms import latencies, nacks  # noqa: E402
 
 
@@ -59,7 +59,6 @@ def plot_nacks(nk_pd, out: Path, title: str, windows=None) -> Path:
     return out
 
 
-@register_figure("gryphon")
 def run_figures(ctx, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,3 +70,6 @@ def run_figures(ctx, out_dir: Path) -> list[Path]:
     nk = nacks(ctx.df("g_nack")).toPandas()
     paths.append(plot_nacks(nk, out_dir / "gryphon_nacks.png", "nacks (cumulative range)", ctx.windows))
     return paths
+
+
+FIGURES = [run_figures]

@@ -10,7 +10,7 @@ A history is a list of dicts with ``ev`` among:
 
 Times ``t`` only need to be comparable across clients (wall ns from the node logs,
 corrected for clock offsets, or simulated seconds). The Spark checker
-(``testbed.analysis.checks.ordering``) collects the needed columns and calls these.
+(``testbed.analysis.ordering.checks``) collects the needed columns and calls these.
 """
 
 from __future__ import annotations

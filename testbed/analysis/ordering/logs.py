@@ -1,7 +1,7 @@
 """Read an ordering history straight from a run's JSON-lines logs (no Spark).
 
 For quick looks and fast tests; the analysis pipeline goes through Spark
-(``testbed.analysis.checks.ordering``). Times are wall seconds (single host:
+(``testbed.analysis.ordering.checks``). Times are wall seconds (single host:
 no clock-offset correction).
 """
 

@@ -18,6 +18,7 @@ from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers th
 from testbed.nodes.gryphon.cells import pubend_id
 from testbed.nodes.gryphon.summary import filter_of, key_filter, spec_json
 from testbed.nodes.runtime.api import Node
+from testbed.nodes.runtime.workload import PacedWorkload
 
 
 class ClientHost(Node):
@@ -37,9 +38,8 @@ class ClientHost(Node):
         self.attr_space = int(self.extra.get("attr_space", 1000))
         self.filter_text = g.get("filter")
         self.seq = {c: 0 for c in self.clients}
-        self.running = False
-        self.t0 = 0.0
-        self.deadline = 0.0
+        self.workload = PacedWorkload(rt, self._publish_k,
+                                      min_wait_s=max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9))))
         self.received = 0
         self.published = 0
         self._payload = b"x" * max(0, self.size - 60)  # ~60 bytes of header fields
@@ -70,46 +70,30 @@ class ClientHost(Node):
             self._subscribe_all(only=peer)  # (re)register after a (re)connection
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
-        if self.role != "publisher":
+        if self.role != "publisher" or not self.clients:
             return
-        self.running = True
-        # the schedule runs from the run's t0 (the runtime calls this at t0, a little late at
-        # times: the ticks catch up). A process restarted after t0 resumes at the current point
-        # (seqs due while it was down are skipped, so none is reused) and ends at t0 + duration
-        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
-        self.t0 = self.rt.mono_ns() / 1e9 + offset_s
-        self.deadline = self.t0 + duration_s
-        if self._born_ns > t0_wall_ns:  # restarted after t0 (not merely a late timer)
-            for c in self.clients:
-                self.seq[c] = max(self.seq[c], int(-offset_s * self.rate))
-        self._tick_s = max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9)))
-        self.rt.call_later(max(0.0, offset_s), self._publish_tick)
+        # the schedule runs from the run's t0: publication k is client k % count's seq
+        # k // count (each client publishes ``rate`` per second). The runtime calls this at t0,
+        # a little late at times (the loop catches up); a process restarted after t0 resumes at
+        # the current point (seqs due while it was down are skipped, so none is reused) and
+        # ends at t0 + duration
+        self.workload.start(self.rate * self.count, t0_wall_ns, duration_s, born_wall_ns=self._born_ns)
 
     async def stop_workload(self) -> None:
-        self.running = False
+        self.workload.stop()
 
-    def _publish_tick(self) -> None:
-        if not self.running:
-            return
-        now = self.rt.mono_ns() / 1e9
-        if now >= self.deadline:
-            self.running = False
-            return
-        due = int((now - self.t0) * self.rate) + 1
-        for ci, c in enumerate(self.clients):
-            b = self.attach[c]
-            pe = pubend_id(b, c)
-            while self.seq[c] < due:
-                n = self.seq[c]
-                self.seq[c] = n + 1
-                pt = self.rt.wall_ns()
-                self.rt.send(b, {"k": "pub", "pe": pe, "c": c, "seq": n,
-                                 "a": {"k": (n * self.count + ci) % self.attr_space,
-                                       "src": c},
-                                 "pt": pt, "pl": self._payload})
-                self.rt.log("g_publish", client=c, pubend=pe, seq=n, size=self.size, broker=b)
-                self.published += 1
-        self.rt.call_later(self._tick_s, self._publish_tick)
+    def _publish_k(self, k: int) -> None:
+        ci = k % self.count
+        n = k // self.count
+        c = self.clients[ci]
+        b = self.attach[c]
+        pe = pubend_id(b, c)
+        self.seq[c] = n + 1
+        self.rt.send(b, {"k": "pub", "pe": pe, "c": c, "seq": n,
+                         "a": {"k": k % self.attr_space, "src": c},
+                         "pt": self.rt.wall_ns(), "pl": self._payload})
+        self.rt.log("g_publish", client=c, pubend=pe, seq=n, size=self.size, broker=b)
+        self.published += 1
 
     def on_message(self, src: str, msg: dict[str, Any]) -> None:
         if msg.get("k") == "dlv":

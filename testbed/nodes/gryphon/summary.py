@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from testbed.nodes.pubsub.filters import _CANON_OP, OPS, Filter, Pred, make, matches, parse_cached, value_type
+from testbed.nodes.pubsub.filters import CANON_OP, OPS, Filter, Pred, make, matches, parse_cached, value_type
 
 EVERYTHING = make([])
 _MISSING = object()
@@ -42,7 +42,7 @@ def filter_from_wire(spec: Any) -> Filter:
         if not isinstance(p, (list, tuple)) or len(p) != 3:
             raise ValueError(f"bad predicate {p!r}: expected [attr, op, value]")
         a, op, v = p
-        op = _CANON_OP.get(op, op)
+        op = CANON_OP.get(op, op)
         if not isinstance(a, str) or op not in OPS or value_type(v) is None or (
                 op == "str-prefix" and not isinstance(v, str)):
             raise ValueError(f"bad predicate {p!r}")

@@ -24,6 +24,7 @@ from testbed.nodes.ordering.placement import make_placement
 from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
+from testbed.nodes.runtime.workload import PacedWorkload
 
 STATS_INTERVAL_S = 1.0
 TICK_S = 0.01
@@ -135,9 +136,8 @@ class OrderingClientHost(Node):
         self.rng: random.Random = self.rt.rng
         self.notified = 0
         self.subscribed = 0
-        self._running = False
-        self._due = 0.0
-        self._last = 0.0
+        self._born_ns = self.rt.wall_ns()
+        self.workload = PacedWorkload(self.rt, self._publish_one, max_batch=5000, min_wait_s=TICK_S)
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -153,35 +153,19 @@ class OrderingClientHost(Node):
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role == "subscriber" or self.rate <= 0 or not self.clients:
             return
-        self._running = True
-        # from the run's t0 (which may be past for a process restarted mid-run), not from now
-        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
-        self._end = self.rt.mono_ns() / 1e9 + offset_s + self.warmup + duration_s
-        self.rt.call_later(max(0.0, offset_s + self.warmup), self._begin)
-
-    def _begin(self) -> None:
-        self._last = self.rt.mono_ns() / 1e9
-        self._tick()
+        # from the run's t0 + warmup (which may be past for a process restarted mid-run: it
+        # resumes where the schedule stands), not from now; the group's rate, each publication
+        # by a client drawn at random
+        self.workload.start(self.rate, t0_wall_ns, duration_s, born_wall_ns=self._born_ns,
+                            lead_s=self.warmup)
 
     async def stop_workload(self) -> None:
-        self._running = False
+        self.workload.stop()
 
-    def _tick(self) -> None:
-        if not self._running:
-            return
-        now = self.rt.mono_ns() / 1e9
-        if now >= self._end:
-            self._running = False
-            return
-        self._due += (now - self._last) * self.rate
-        self._last = now
-        n = int(self._due)
-        self._due -= n
-        clients, rng, pick = self.clients, self.rng, self.pop.pick
-        for _ in range(min(n, 5000)):
-            c = clients[rng.randrange(len(clients))]
-            self.mods[c].publish({}, pick(rng))
-        self.rt.call_later(TICK_S, self._tick)
+    def _publish_one(self, k: int) -> None:
+        rng = self.rng
+        c = self.clients[rng.randrange(len(self.clients))]
+        self.mods[c].publish({}, self.pop.pick(rng))
 
     def _stats_tick(self) -> None:
         self._log_stats()
@@ -197,7 +181,7 @@ class OrderingClientHost(Node):
                     pending_ts=sum(len(m.outgoing) for m in ms), subscribed=self.subscribed)
 
     async def stop(self) -> None:
-        self._running = False
+        self.workload.stop()
         self._log_stats()
 
     def status(self) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class Broker(Node):
         self._deliver_out = 0
         self._unmatched = 0
         self._tables_interval = float(params.get("tables_interval", TABLES_INTERVAL_S))
+        self._handlers = self._bind_handlers()
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -80,10 +81,34 @@ class Broker(Node):
             self.counters["resync"] += 1
             nadv = sum(1 for o in outs if o.kind == "adv")
             self.rt.log("broker_resync", peer=peer, advs=nadv, subs=len(outs) - nadv)
-            self._emit(outs)
+            self.emit(outs)
 
     # -- messages -----------------------------------------------------------------
-    def _hop(self, src: str, client: str) -> str:
+    #: Dispatch table: message kind -> name of a method ``handler(src, msg)``. Tables are
+    #: merged along the MRO, so a subclass adds kinds (or replaces a handler) by declaring
+    #: its own ``HANDLERS = {"kind": "method", ...}``; the rest stay its bases'.
+    HANDLERS: dict[str, str] = {"pub": "on_pub", "adv": "on_adv", "unadv": "on_unadv",
+                                "sub": "on_sub", "unsub": "on_unsub"}
+
+    @classmethod
+    def handler_table(cls) -> dict[str, str]:
+        """The merged ``HANDLERS`` of this class and its bases (a subclass's entries win)."""
+        merged: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(klass.__dict__.get("HANDLERS", {}))
+        return merged
+
+    def _bind_handlers(self) -> dict[str, Any]:
+        out = {}
+        for kind, name in self.handler_table().items():
+            fn = getattr(self, name, None)
+            if not callable(fn):
+                raise TypeError(f"{type(self).__name__}.HANDLERS[{kind!r}] names no method {name!r}")
+            out[kind] = fn
+        return out
+
+    def hop_of(self, src: str, client: str) -> str:
+        """The routing hop of logical client ``client`` of process ``src``: ``"<src>/<client>"``."""
         key = (src, client)
         h = self._hops.get(key)
         if h is None:
@@ -92,45 +117,67 @@ class Broker(Node):
             self._client_of[h] = key
         return h
 
-    def on_message(self, src: str, msg: dict[str, Any]) -> None:
-        k = msg.get("k")
-        if k == "pub":
-            self._on_pub(src, msg)
-            return
+    _hop = hop_of  # the old private name (kept for code written against it)
+
+    def origin(self, src: str, msg: dict[str, Any]) -> str | None:
+        """The hop a routing message came from: the neighbour, or the client's hop for a
+        client process (None, logged as a bad message, when a client process names no client)."""
         if src in self._nset:
-            frm = src
-        else:
-            c = msg.get("c")
-            if not isinstance(c, str):
-                self._bad(src, msg, "message from a non-neighbour without a client id")
-                return
-            frm = self._hop(src, c)
-        try:
-            if k == "adv":
-                self.counters["adv_in"] += 1
-                outs = self.table.advertise(msg["id"], parse_cached(msg["f"]), frm)
-            elif k == "unadv":
-                self.counters["unadv_in"] += 1
-                outs = self.table.unadvertise(msg["id"], frm)
-            elif k == "sub":
-                self.counters["sub_in"] += 1
-                outs = self.table.subscribe(msg["id"], parse_cached(msg["f"]), frm)
-            elif k == "unsub":
-                self.counters["unsub_in"] += 1
-                outs = self.table.unsubscribe(msg["id"], frm)
-            else:
-                self._bad(src, msg, f"unknown message kind {k!r}")
-                return
-        except (KeyError, TypeError, FilterError) as e:
-            self._bad(src, msg, f"malformed {k}: {e}")
+            return src
+        c = msg.get("c")
+        if not isinstance(c, str):
+            self._bad(src, msg, "message from a non-neighbour without a client id")
+            return None
+        return self.hop_of(src, c)
+
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        """Dispatch on ``msg["k"]`` through the handler table (unknown kinds: a bad message).
+
+        A subclass may also override this and call ``super().on_message(src, msg)`` for the
+        kinds it does not handle itself."""
+        fn = self._handlers.get(msg.get("k"))
+        if fn is None:
+            if self.origin(src, msg) is not None:
+                self._bad(src, msg, f"unknown message kind {msg.get('k')!r}")
             return
-        self._emit(outs)
+        fn(src, msg)
+
+    def _routing(self, src: str, msg: dict[str, Any], op: Any, with_filter: bool) -> None:
+        frm = self.origin(src, msg)
+        if frm is None:
+            return
+        try:
+            if with_filter:
+                outs = op(msg["id"], parse_cached(msg["f"]), frm)
+            else:
+                outs = op(msg["id"], frm)
+        except (KeyError, TypeError, FilterError) as e:
+            self._bad(src, msg, f"malformed {msg.get('k')}: {e}")
+            return
+        self.emit(outs)
+
+    def on_adv(self, src: str, msg: dict[str, Any]) -> None:
+        self.counters["adv_in"] += 1
+        self._routing(src, msg, self.table.advertise, True)
+
+    def on_unadv(self, src: str, msg: dict[str, Any]) -> None:
+        self.counters["unadv_in"] += 1
+        self._routing(src, msg, self.table.unadvertise, False)
+
+    def on_sub(self, src: str, msg: dict[str, Any]) -> None:
+        self.counters["sub_in"] += 1
+        self._routing(src, msg, self.table.subscribe, True)
+
+    def on_unsub(self, src: str, msg: dict[str, Any]) -> None:
+        self.counters["unsub_in"] += 1
+        self._routing(src, msg, self.table.unsubscribe, False)
 
     def _bad(self, src: str, msg: dict[str, Any], why: str) -> None:
         self.counters["bad"] += 1
         self.rt.log("broker_bad_message", peer=src, kind=str(msg.get("k")), reason=why[:200])
 
-    def _emit(self, outs: list[Out]) -> None:
+    def emit(self, outs: list[Out]) -> None:
+        """Send the routing messages a :class:`RoutingTable` operation returned."""
         send = self.rt.send
         c = self.counters
         for o in outs:
@@ -140,7 +187,9 @@ class Broker(Node):
                 send(o.dst, {"k": o.kind, "id": o.id})
             c[o.kind + "_out"] += 1
 
-    def _on_pub(self, src: str, msg: dict[str, Any]) -> None:
+    _emit = emit  # the old private name
+
+    def on_pub(self, src: str, msg: dict[str, Any]) -> None:
         """The hot path: match, forward to each next hop once, group local clients per process."""
         self._pub_in += 1
         nset = self._nset
@@ -153,7 +202,7 @@ class Broker(Node):
                 if not isinstance(key[1], str):
                     self._bad(src, msg, "publication from a non-neighbour without a client id")
                     return
-                frm = self._hop(src, key[1])
+                frm = self.hop_of(src, key[1])
         try:
             hops = self.table.index.hops(msg["a"])
         except (KeyError, AttributeError, TypeError) as e:
@@ -185,3 +234,5 @@ class Broker(Node):
                 msg["to"] = cids
                 send(proc, msg)
                 self._deliver_out += len(cids)
+
+    _on_pub = on_pub  # the old private name

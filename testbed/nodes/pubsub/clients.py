@@ -13,9 +13,10 @@ Config (``config["clients"]``): ``name``, ``role`` (publisher | subscriber),
 * subscriber: ``unsubscribe_at``, ``resubscribe_at`` (seconds after the workload start).
 
 Publishers advertise at start, then publish from the workload start for
-``duration`` at ``rate_per_s`` each, evenly spread over the clients (one timer
-drives the whole group; it catches up in batches when the loop falls behind, so
-the average rate is kept). Subscribers subscribe at start. When the connection
+``duration`` at ``rate_per_s`` each, evenly spread over the clients (one
+:class:`testbed.nodes.runtime.workload.PacedWorkload` drives the whole group; it
+catches up in batches when the loop falls behind, so the average rate is kept,
+and a process restarted mid-run resumes the schedule where it stands). Subscribers subscribe at start. When the connection
 to a broker comes back (``on_peer_up`` after the first), the clients attached
 to it re-issue their current advertisements and subscriptions with the same
 ids (logged once as ``client_resync``; brokers ignore ids they know).
@@ -28,7 +29,6 @@ per-publisher FIFO check stays meaningful across restarts).
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from typing import Any, Callable
@@ -36,9 +36,7 @@ from typing import Any, Callable
 from testbed.nodes.pubsub.filters import parse
 from testbed.nodes.pubsub import events as _events  # noqa: F401  (registers the pubsub events)
 from testbed.nodes.runtime.api import Node
-
-MAX_BATCH = 2000  # publications per timer callback when catching up
-LATE_NS = 1_000_000_000  # a late loop may still publish what was due before the end, until end + 1 s
+from testbed.nodes.runtime.workload import PacedWorkload
 
 _GEN = re.compile(r"^\s*(uniform|choice)\s*\((.*)\)\s*$")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -178,8 +176,7 @@ class ClientHost(Node):
         self.published = 0
         self.delivered = 0
         self._timers: list[Any] = []
-        self._pub_timer: Any = None
-        self._running = False
+        self.workload = PacedWorkload(self.rt, self._publish_k)
         if self.role == "publisher":
             attrs = extra.get("attrs") or {"class": "STOCK", "price": "uniform(0,100)"}
             self.gens = {a: parse_generator(s) for a, s in attrs.items()}
@@ -237,35 +234,23 @@ class ClientHost(Node):
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
-        # The runtime calls this at t0, a little late at times: then the timer catches up. A
+        # The runtime calls this at t0, a little late at times: then the loop catches up. A
         # process restarted mid-run (born after t0) instead resumes the schedule where it stands
         # now -- what fell due while it was down is not sent -- and still ends at t0 + duration.
-        offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
-        restarted = self._born_ns > t0_wall_ns
-        delay = max(0.0, offset_s)
-        self._running = True
         if self.role == "publisher":
-            total = self.rate * len(self.clients)
-            if total > 0:
-                start = self.rt.mono_ns() + int(offset_s * 1e9)
-                self._pub_start = start
-                self._pub_end = start + int(duration_s * 1e9)
-                self._pub_period_ns = 1e9 / total
-                self._pub_k = max(0, math.ceil(-offset_s * total)) if restarted else 0
-                self._pub_timer = self.rt.call_later(delay, self._publish_tick)
+            self.workload.start(self.rate * len(self.clients), t0_wall_ns, duration_s,
+                                born_wall_ns=self._born_ns)
         else:
+            offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
             for at, tick in ((self.unsubscribe_at, self._unsub_tick), (self.resubscribe_at, self._resub_tick)):
                 if at is not None and offset_s + float(at) >= 0:  # not already past (a restart)
                     self._timers.append(self.rt.call_later(offset_s + float(at), tick))
 
     async def stop_workload(self) -> None:
-        self._running = False
         for t in self._timers:
             t.cancel()
         self._timers.clear()
-        if self._pub_timer is not None:
-            self._pub_timer.cancel()
-            self._pub_timer = None
+        self.workload.stop()
 
     async def stop(self) -> None:
         await self.stop_workload()
@@ -279,31 +264,8 @@ class ClientHost(Node):
             self._subscribe(c)
 
     # -- publishing ---------------------------------------------------------------
-    def _publish_tick(self) -> None:
-        if not self._running:
-            return
-        now = self.rt.mono_ns()
-        k = self._pub_k
-        start, period, end = self._pub_start, self._pub_period_ns, self._pub_end
-        if now >= end + LATE_NS:  # far behind after the end: what is left is not sent
-            self._pub_timer = None
-            return
-        n = len(self.clients)
-        done = 0
-        while True:
-            due = start + k * period
-            if due >= end:
-                self._pub_k = k
-                self._pub_timer = None
-                return  # the workload is over for this group
-            if due > now or done >= MAX_BATCH:
-                break
-            self._publish(self.clients[k % n])
-            k += 1
-            done += 1
-        self._pub_k = k
-        wait = max(0.0, (start + k * period - self.rt.mono_ns()) / 1e9)
-        self._pub_timer = self.rt.call_later(wait, self._publish_tick)
+    def _publish_k(self, k: int) -> None:
+        self._publish(self.clients[k % len(self.clients)])
 
     def _publish(self, c: str) -> None:
         seq = self.seq[c] + 1

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 OPS = ("eq", "=", "neq", "!=", "<", "<=", ">", ">=", "isPresent", "str-prefix")
-_CANON_OP = {"=": "eq", "!=": "neq"}
+CANON_OP = {"=": "eq", "!=": "neq"}  # operator spellings -> their canonical name
 NUM = "num"
 STR = "str"
 _MAXCHAR = chr(0x10FFFF)
@@ -360,7 +360,7 @@ def parse(text: str) -> Filter:
         if not m or (m.end() < n and (text[m.end()].isalnum() or text[m.end()] in "_-")
                      and m.group()[-1].isalpha()):
             raise FilterError(text, i, f"unknown operator (one of {', '.join(OPS)})")
-        op = _CANON_OP.get(m.group(), m.group())
+        op = CANON_OP.get(m.group(), m.group())
         i = expect(m.end(), ",")
         i = ws(i)
         vpos = i

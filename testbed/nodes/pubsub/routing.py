@@ -56,6 +56,7 @@ restart ignores them as duplicates.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -210,6 +211,24 @@ class RoutingTable:
         self.wanted: dict[str, dict[str, None]] = {h: {} for h in self.neighbors}
         self.sent: dict[str, dict[str, Filter]] = {h: {} for h in self.neighbors}
         self.index = MatchIndex()
+
+    def clone(self) -> "RoutingTable":
+        """A deep, independent copy: changing either table afterwards never changes the other.
+
+        Filters are immutable and shared; every table, set and index is new (the match index
+        is rebuilt from the PRT). Attributes a subclass adds are copied shallowly: override
+        ``clone`` (calling ``super().clone()``) to copy them deeply.
+        """
+        t = copy.copy(self)
+        t.srt = {k: Entry(e.id, e.filter, e.hop) for k, e in self.srt.items()}
+        t.advs_by_hop = {h: dict(d) for h, d in self.advs_by_hop.items()}
+        t.prt = {k: Entry(e.id, e.filter, e.hop) for k, e in self.prt.items()}
+        t.wanted = {h: dict(d) for h, d in self.wanted.items()}
+        t.sent = {h: dict(d) for h, d in self.sent.items()}
+        t.index = MatchIndex()
+        for e in t.prt.values():
+            t.index.add(e.id, e.filter, e.hop)
+        return t
 
     # -- queries ----------------------------------------------------------------
     def is_neighbor(self, hop: str) -> bool:

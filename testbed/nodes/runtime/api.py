@@ -12,7 +12,8 @@ Node config (one JSON file per process, rendered from the Plan by
     node         str      this process's name
     kind         str      "node" | "clients"
     role         str      broker | tm-server | ... ; for "clients" the group's role
-    protocol     str      pubsub | ordering | gryphon | transactions | mobility
+    protocol     str      the protocol's name (pubsub | ordering | gryphon | ... | an external one)
+    node_class   str      "module:Class" of this process's Node (optional; see resolve())
     site, cell   str      (cell may be null)
     neighbors    [str]    overlay neighbours (for kind == "node")
     listen       [host, port]   data address to bind
@@ -132,18 +133,35 @@ class Node(ABC):
         """Graceful shutdown hook (the runtime flushes the log afterwards)."""
 
 
-# Where the runtime finds the Node class for (protocol, kind, role): each protocol
-# package ``testbed.nodes.<protocol>`` defines in its ``__init__.py``
+# Where the runtime finds the Node class. The controller renders it into the config as
+# ``node_class`` ("module:Class", from the protocol's ``NODE_CLASSES``; see
+# ``testbed.protocols``), so an external protocol's node module is imported by name and
+# the runtime needs no list of protocols. Without ``node_class`` (hand-written configs,
+# the runtime's own tests) the table of the package ``testbed.nodes.<protocol>`` is used:
 #     NODE_CLASSES = {("node", "broker"): "testbed.nodes.pubsub.broker:Broker",
 #                     ("clients", "*"): "testbed.nodes.pubsub.clients:ClientHost"}
 # ("module:Class" strings, imported lazily so a node loads only its own protocol).
-def resolve(protocol: str, kind: str, role: str) -> type[Node]:
+def load_class(path: str) -> type[Node]:
+    """Import "module:Class" and check that it is a :class:`Node`."""
+    import importlib
+
+    mod, sep, cls = path.partition(":")
+    if not sep or not mod or not cls:
+        raise ValueError(f"node_class {path!r}: expected 'module:Class'")
+    obj = getattr(importlib.import_module(mod), cls)
+    if not (isinstance(obj, type) and issubclass(obj, Node)):
+        raise TypeError(f"node_class {path!r} is not a Node subclass")
+    return obj
+
+
+def resolve(protocol: str, kind: str, role: str, node_class: str | None = None) -> type[Node]:
+    if node_class:
+        return load_class(node_class)
     import importlib
 
     pkg = importlib.import_module(f"testbed.nodes.{protocol}")
     table: dict[tuple[str, str], str] = getattr(pkg, "NODE_CLASSES", {})
     for key in ((kind, role), (kind, "*")):
         if key in table:
-            mod, _, cls = table[key].partition(":")
-            return getattr(importlib.import_module(mod), cls)
+            return load_class(table[key])
     raise KeyError(f"no node class for protocol={protocol} kind={kind} role={role}")

@@ -10,29 +10,22 @@ reaches an analysis.
 Field types: ``str``, ``int``, ``float``, ``bool``, ``json`` (any JSON value,
 kept as a JSON string in Parquet), ``list[str]``, ``list[int]``.
 
-Protocols declare their events in ``testbed/nodes/<protocol>/events.py`` with
-:func:`declare`; :func:`all_events` imports every protocol's module so the
-registry is complete. Stdlib only: this module runs inside node processes.
+Protocols declare their events in ``<nodes package>/events.py`` with
+:func:`declare` (found by convention: no list names them). :func:`all_events`
+imports every built-in ``testbed/nodes/<protocol>/events.py`` it finds and
+returns what is declared; the controller's protocol registry
+(``testbed.protocols.all_events``) adds external protocols' events modules
+first. Stdlib only: this module runs inside node processes.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass
 
 FIELD_TYPES = ("str", "int", "float", "bool", "json", "list[str]", "list[int]")
 COMMON_FIELDS: dict[str, str] = {"t": "int", "m": "int", "node": "str", "ev": "str"}
-
-# Protocol event modules, imported by all_events(). Add yours here.
-PROTOCOL_EVENT_MODULES = (
-    "testbed.nodes.pubsub.events",
-    "testbed.nodes.ordering.events",
-    "testbed.nodes.gryphon.events",
-    "testbed.nodes.transactions.events",
-    "testbed.nodes.mobility.events",
-    "testbed.nodes.echo.events",  # the runtime's own test protocol
-)
-
 
 @dataclass(frozen=True)
 class EventType:
@@ -64,14 +57,24 @@ def get(name: str) -> EventType | None:
     return _REGISTRY.get(name)
 
 
+def builtin_event_modules() -> list[str]:
+    """``testbed.nodes.<p>.events`` for every node package that has one (by convention)."""
+    import testbed.nodes as pkg
+
+    out = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.ispkg and info.name != "runtime":
+            sub = pkgutil.iter_modules([f"{p}/{info.name}" for p in pkg.__path__])
+            if any(m.name == "events" for m in sub):
+                out.append(f"testbed.nodes.{info.name}.events")
+    return sorted(out)
+
+
 def all_events() -> dict[str, EventType]:
-    """Every declared event type, protocols included."""
-    for mod in PROTOCOL_EVENT_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:  # a protocol not written yet
-            if e.name is None or not mod.startswith(e.name):
-                raise
+    """Every declared event type: the runtime's, every built-in protocol's, and any other
+    events module imported so far (an external protocol's)."""
+    for mod in builtin_event_modules():
+        importlib.import_module(mod)
     return dict(_REGISTRY)
 
 

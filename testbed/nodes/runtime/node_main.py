@@ -139,7 +139,7 @@ class NodeRuntime(api.Runtime):
                                    on_peer_down=self._peer_down, on_drop=self._on_drop,
                                    on_fatal=self.fatal)
         self.control = ControlServer(self)
-        cls = api.resolve(config["protocol"], config["kind"], config["role"])
+        cls = api.resolve(config["protocol"], config["kind"], config["role"], config.get("node_class"))
         self.node: api.Node = cls(self)
         self.transport.on_message = self.node.on_message
 

@@ -1,7 +1,10 @@
 """Protocol-specific parts of a topology, one module per protocol.
 
-``PROTOCOLS[name]`` imports ``testbed/topology/protocols/<name>.py`` on first
-use. Each module defines:
+``PROTOCOLS[name]`` imports the protocol's topology module on first use: for a
+built-in protocol ``testbed/topology/protocols/<name>.py``, for an external one
+the module its ``testbed.protocols`` entry point names. The names come from the
+protocol registry (:mod:`testbed.protocols`), which finds the built-ins by
+scanning this package: adding a file here adds a protocol. Each module defines:
 
 ``Params``        pydantic model for the top-level ``params`` mapping
                   (subclass :class:`testbed.topology.schema.StrictModel`;
@@ -24,32 +27,40 @@ use. Each module defines:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, Mapping
 from types import ModuleType
 
-NAMES = ("pubsub", "ordering", "gryphon", "transactions", "mobility")
+TOPOLOGY_ATTRS = ("Params", "Placement", "ClientParams", "NODE_ROLES", "CLIENT_ROLES", "ACYCLIC")
 
 
 class _Registry(Mapping[str, ModuleType]):
-    """name -> protocol module, imported lazily."""
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self._names = names
+    """name -> topology module, from the protocol registry, imported lazily."""
 
     def __getitem__(self, name: str) -> ModuleType:
-        if name not in self._names:
+        from testbed import protocols
+
+        p = protocols.registry().find(name)
+        if p is None:
             raise KeyError(name)
-        return importlib.import_module(f"{__name__}.{name}")
+        return p.topology_module()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        from testbed import protocols
+
+        return iter(protocols.names())
 
     def __len__(self) -> int:
-        return len(self._names)
+        from testbed import protocols
+
+        return len(protocols.names())
+
+    def __contains__(self, name: object) -> bool:
+        from testbed import protocols
+
+        return isinstance(name, str) and name in protocols.registry()
 
 
-PROTOCOLS: Mapping[str, ModuleType] = _Registry(NAMES)
+PROTOCOLS: Mapping[str, ModuleType] = _Registry()
 
 
 def client_params_model(module: ModuleType, role: str):
@@ -60,4 +71,4 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "NAMES", "client_params_model"]
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "client_params_model"]

@@ -1,6 +1,6 @@
 """Every pub/sub check passes on a clean history and fails on one with its violation."""
 
-from testbed.analysis.checks.pubsub import (
+from testbed.analysis.pubsub.checks import (
     check_completeness, check_fifo, check_filter_match, check_no_duplicates,
 )
 from testbed.analysis.context import AnalysisOptions

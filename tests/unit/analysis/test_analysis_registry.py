@@ -1,44 +1,25 @@
-"""The per-protocol check and figure registries (no Spark needed)."""
+"""Checks and figures come from the protocol registry; fault windows (no Spark needed)."""
 
-import sys
-import types
-
-from testbed.analysis import checks as C
-from testbed.analysis import figures as FIG
-from testbed.analysis.checks.pubsub import CHECKS as PUBSUB
+from testbed import protocols
+from testbed.analysis.gryphon.figures import run_figures
+from testbed.analysis.pubsub.checks import CHECKS as PUBSUB
 from testbed.analysis.timeline import action_rows, fault_windows
 
 
-def test_pubsub_checks_are_discovered_by_module_name():
-    got = C.checks_for("pubsub")
+def test_pubsub_checks_are_found_by_convention():
+    got = protocols.checks_for("pubsub")
     assert got == PUBSUB and [f.__name__ for f in got] == [
         "check_no_duplicates", "check_filter_match", "check_fifo", "check_completeness"]
-    assert C.CHECKS["pubsub"] == PUBSUB
+
+
+def test_gryphon_figures_are_found_by_convention():
+    assert protocols.figures_for("gryphon") == [run_figures]
+    assert protocols.figures_for("pubsub") == []  # no analysis/pubsub/figures.py
 
 
 def test_unknown_protocol_has_no_checks_or_figures():
-    assert C.checks_for("no-such-protocol") == []
-    assert FIG.figures_for("no-such-protocol") == []
-
-
-def test_protocol_package_registers_checks_and_figures(monkeypatch):
-    """Modules of testbed.analysis.<protocol> are imported and may register both."""
-    pkg = types.ModuleType("testbed.analysis.zzreg")
-    pkg.__path__ = []  # a package without submodules on disk
-    monkeypatch.setitem(sys.modules, "testbed.analysis.zzreg", pkg)
-
-    @C.register_check("zzreg")
-    def check_thing(ctx):
-        return C.CheckResult("thing", True, 0)
-
-    @FIG.register_figure("zzreg")
-    def fig(ctx, out):
-        return []
-
-    assert C.checks_for("zzreg") == [check_thing]
-    assert FIG.figures_for("zzreg") == [fig]
-    C.register_check("zzreg")(check_thing)  # registering twice keeps one
-    assert C.checks_for("zzreg") == [check_thing]
+    assert protocols.checks_for("no-such-protocol") == []
+    assert protocols.figures_for("no-such-protocol") == []
 
 
 def test_fault_windows_planned_vs_actual_and_status():

@@ -13,7 +13,7 @@ from .helpers import BASE, errors, one_error, write
 EXPECTED = {
     "bare-number-time": '4:11: duration: a bare number is not a time: write it with a unit (us, ms, s, m), e.g. 20s',
     "bad-name": "2:7: name: 'T_1' is not a valid name: use lowercase letters, digits and '-', starting with a letter",
-    "unknown-protocol": "3:11: protocol: unknown protocol 'pubsbu'; one of: pubsub, ordering, gryphon, transactions, mobility",
+    "unknown-protocol": "3:11: protocol: unknown protocol 'pubsbu'; one of: echo, gryphon, mobility, ordering, pubsub, transactions",
     "unknown-top-key": "6:1: sed: unknown key 'sed' (did you mean 'seed'?)",
     "typo-node-key": "11:32: nodes.b2.neighbours: unknown key 'neighbours' (did you mean 'neighbors'?)",
     "missing-role": '10:7: nodes.b1.role: required key is missing',

@@ -1,0 +1,57 @@
+"""History checks: the result type and helpers every protocol's checks use.
+
+A check is a function ``check(ctx: AnalysisContext) -> CheckResult``. A
+protocol lists its checks in ``analysis/<protocol>/checks.py`` as a module-level
+``CHECKS = [...]``; the protocol registry (:mod:`testbed.protocols`) finds
+them (``testbed.protocols.checks_for(protocol)``). A protocol built on the
+pub/sub core includes the core's checks by listing them:
+``from testbed.analysis.pubsub.checks import CHECKS as PUBSUB``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+MAX_EXAMPLES = 5
+
+
+
+@dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    violations: int
+    attributed: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)  # at most MAX_EXAMPLES violations
+    description: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "violations": self.violations,
+                "attributed": self.attributed, "examples": self.examples,
+                "description": self.description, "details": self.details}
+
+
+def examples_of(df: DataFrame, order: list[str] | None = None, n: int = MAX_EXAMPLES) -> list[dict[str, Any]]:
+    """Up to ``n`` rows of a violations DataFrame as JSON-friendly dicts."""
+    if order:
+        df = df.orderBy(*order)
+    return [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in df.limit(n).collect()]
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, float):
+        return round(v, 6)
+    return v
+
+
+def summarize(name: str, description: str, violations: DataFrame, *, order: list[str] | None = None,
+              attributed: int = 0, details: dict[str, Any] | None = None,
+              count: int | None = None) -> CheckResult:
+    n = violations.count() if count is None else count
+    return CheckResult(name=name, passed=n == 0, violations=n, attributed=attributed,
+                       examples=examples_of(violations, order) if n else [],
+                       description=description, details=details or {})

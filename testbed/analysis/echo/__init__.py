@@ -1,0 +1,1 @@
+"""Analysis of ``echo``, the runtime's test protocol: history checks (``checks.py``)."""

@@ -1,0 +1,325 @@
+"""The protocol registry (controller side): which protocols exist, and where their parts are.
+
+A protocol ``p`` is files in known places, found by convention; no central list
+names it. Its parts:
+
+=============  ==========================================  ==========================================
+part           built-in protocol                           what it holds
+=============  ==========================================  ==========================================
+topology       ``testbed/topology/protocols/<p>.py``        ``Params``, ``Placement``, ``ClientParams``,
+                                                           ``NODE_ROLES``, ``CLIENT_ROLES``, ``ACYCLIC``,
+                                                           optional ``check`` (see that package)
+nodes          ``testbed/nodes/<p>/__init__.py``            ``NODE_CLASSES = {(kind, role|"*"): "module:Class"}``
+events         ``testbed/nodes/<p>/events.py``              every event declared once with ``events.declare``
+analysis       ``testbed/analysis/<p>/``                    ``checks.py``: ``CHECKS = [check, ...]``;
+                                                           optional ``figures.py``: ``FIGURES = [fn, ...]``
+experiments    ``testbed/experiments/<p>.py`` (optional)    the paper's figures and claims
+=============  ==========================================  ==========================================
+
+A built-in protocol is registered when its topology module exists (so a
+topology file naming it validates); the other parts are found beside it.
+A protocol without a ``nodes`` part is *declared, not runnable*: it validates,
+and ``testbed up``/``run`` refuse it with a clear error. Once it has a
+``nodes`` part it must have every other part but ``experiments``
+(``tests/unit/protocols`` asserts this for every registered protocol).
+
+External protocols (a researcher's own, outside this repository) are found
+through the entry-point group ``testbed.protocols``, as pytest finds plugins::
+
+    [project.entry-points."testbed.protocols"]
+    myproto = "myproto"          # the protocol's name = the entry point's name
+
+The entry point names a module (or an object) that may set the module names of
+its parts as ``TOPOLOGY``, ``NODES``, ``EVENTS``, ``ANALYSIS``, ``EXPERIMENTS``;
+a part it does not set is looked up by the same convention under the module:
+``myproto.topology``, ``myproto.nodes``, ``myproto.nodes.events``,
+``myproto.analysis``, ``myproto.experiments``. Loading the entry point must be
+cheap (strings, no Spark). Node processes never import this module: the
+node's class is rendered into its config (``node_class``, "module:Class"),
+so the external package must be importable by the interpreter that runs the
+nodes (the local provider: the same one as the controller).
+
+The registry is built once per process (:func:`registry`); :func:`reset`
+forgets it (tests that install a protocol at run time).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from testbed.errors import TestbedError
+
+ENTRY_POINT_GROUP = "testbed.protocols"
+PARTS = ("topology", "nodes", "events", "analysis", "experiments")
+REQUIRED_WHEN_RUNNABLE = ("nodes", "events", "analysis")
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_ROOT = Path(__file__).resolve().parent
+
+
+class ProtocolError(TestbedError):
+    """A protocol is unknown, incomplete, or its entry point is broken."""
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Where one protocol's parts live (module names; None = the part does not exist)."""
+
+    name: str
+    topology: str
+    nodes: str | None = None
+    events: str | None = None
+    analysis: str | None = None
+    experiments: str | None = None
+    source: str = "builtin"
+
+    # -- parts ------------------------------------------------------------------------
+    def topology_module(self) -> ModuleType:
+        return importlib.import_module(self.topology)
+
+    @property
+    def runnable(self) -> bool:
+        return self.nodes is not None
+
+    def missing(self) -> list[str]:
+        """Required parts that are absent (empty for a complete or a declared-only protocol)."""
+        if not self.runnable:
+            return []
+        out = [p for p in REQUIRED_WHEN_RUNNABLE if getattr(self, p) is None]
+        if self.analysis is not None and not _exists(f"{self.analysis}.checks"):
+            out.append("analysis.checks")
+        return out
+
+    def node_classes(self) -> dict[tuple[str, str], str]:
+        """``NODE_CLASSES`` of the nodes part ({} for a protocol that cannot run yet)."""
+        if self.nodes is None:
+            return {}
+        return dict(getattr(importlib.import_module(self.nodes), "NODE_CLASSES", {}))
+
+    def node_class_path(self, kind: str, role: str) -> str:
+        """The "module:Class" a process of ``kind``/``role`` runs; ProtocolError if none."""
+        if self.nodes is None:
+            raise ProtocolError(f"protocol {self.name!r} has no node implementation yet "
+                                f"(expected {self._where('nodes')}); it validates but cannot run")
+        table = self.node_classes()
+        for key in ((kind, role), (kind, "*")):
+            if key in table:
+                return table[key]
+        raise ProtocolError(f"protocol {self.name!r}: no node class for kind={kind} role={role} "
+                            f"in {self.nodes}.NODE_CLASSES")
+
+    def events_module(self) -> ModuleType | None:
+        return importlib.import_module(self.events) if self.events else None
+
+    def checks(self) -> list[Callable[..., Any]]:
+        """``CHECKS`` of ``<analysis>.checks`` ([] when the protocol has none)."""
+        mod = self._optional(f"{self.analysis}.checks") if self.analysis else None
+        return list(getattr(mod, "CHECKS", []) or [])
+
+    def figures(self) -> list[Callable[..., Any]]:
+        """``FIGURES`` of ``<analysis>.figures`` ([] when the protocol draws none of its own)."""
+        mod = self._optional(f"{self.analysis}.figures") if self.analysis else None
+        return list(getattr(mod, "FIGURES", []) or [])
+
+    def experiments_module(self) -> ModuleType | None:
+        return self._optional(self.experiments) if self.experiments else None
+
+    # -- helpers ----------------------------------------------------------------------
+    def _where(self, part: str) -> str:
+        if self.source == "builtin":
+            return {"nodes": f"testbed/nodes/{self.name}/__init__.py",
+                    "events": f"testbed/nodes/{self.name}/events.py",
+                    "analysis": f"testbed/analysis/{self.name}/checks.py"}.get(part, part)
+        return f"the {part} part of {self.source}"
+
+    @staticmethod
+    def _optional(name: str) -> ModuleType | None:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and (name == e.name or name.startswith(e.name + ".")):
+                return None
+            raise
+
+
+class Registry:
+    """name -> :class:`Protocol`, built-ins first (sorted), then entry points (sorted)."""
+
+    def __init__(self, protocols: dict[str, Protocol]) -> None:
+        self._p = protocols
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._p
+
+    def __iter__(self):
+        return iter(self._p.values())
+
+    def __len__(self) -> int:
+        return len(self._p)
+
+    def names(self) -> list[str]:
+        return list(self._p)
+
+    def get(self, name: str) -> Protocol:
+        try:
+            return self._p[name]
+        except KeyError:
+            raise ProtocolError(f"unknown protocol {name!r}; one of: {', '.join(self._p)}") from None
+
+    def find(self, name: str) -> Protocol | None:
+        return self._p.get(name)
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ModuleNotFoundError, ValueError):
+        return False
+
+
+def _builtin(name: str) -> Protocol:
+    nodes = _ROOT / "nodes" / name
+    analysis = _ROOT / "analysis" / name
+    return Protocol(
+        name=name,
+        topology=f"testbed.topology.protocols.{name}",
+        nodes=f"testbed.nodes.{name}" if (nodes / "__init__.py").is_file() else None,
+        events=f"testbed.nodes.{name}.events" if (nodes / "events.py").is_file() else None,
+        analysis=f"testbed.analysis.{name}" if (analysis / "__init__.py").is_file() else None,
+        experiments=f"testbed.experiments.{name}" if (_ROOT / "experiments" / f"{name}.py").is_file() else None,
+    )
+
+
+def builtin_names() -> list[str]:
+    """Every ``testbed/topology/protocols/<p>.py`` (modules starting with ``_`` excluded)."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(_ROOT / "topology" / "protocols")])
+                  if not m.name.startswith("_") and not m.ispkg)
+
+
+def from_entry_point(name: str, obj: Any, source: str) -> Protocol:
+    """The Protocol an entry point's object describes (see the module docstring)."""
+    if not NAME_RE.match(name):
+        raise ProtocolError(f"{source}: protocol name {name!r} must match {NAME_RE.pattern}")
+    base = obj.__name__ if isinstance(obj, ModuleType) else getattr(obj, "__module__", None)
+    is_pkg = isinstance(obj, ModuleType) and hasattr(obj, "__path__")
+
+    def part(attr: str, default: str | None) -> str | None:
+        given = getattr(obj, attr, None)
+        if given is not None:
+            if not isinstance(given, str) or not given:
+                raise ProtocolError(f"{source}: {attr} must be a module name (a string), not {given!r}")
+            if not _exists(given):
+                raise ProtocolError(f"{source}: {attr} = {given!r} cannot be imported")
+            return given
+        return default if default is not None and _exists(default) else None
+
+    pkg = base if is_pkg else None
+    topology = part("TOPOLOGY", f"{pkg}.topology" if pkg else None)
+    if topology is None:
+        raise ProtocolError(f"{source}: protocol {name!r} has no topology module "
+                            f"(set TOPOLOGY = 'module' or provide {pkg or base}.topology)")
+    nodes = part("NODES", f"{pkg}.nodes" if pkg else None)
+    return Protocol(
+        name=name, topology=topology, nodes=nodes,
+        events=part("EVENTS", f"{nodes}.events" if nodes else None),
+        analysis=part("ANALYSIS", f"{pkg}.analysis" if pkg else None),
+        experiments=part("EXPERIMENTS", f"{pkg}.experiments" if pkg else None),
+        source=source,
+    )
+
+
+def _external(known: set[str]) -> dict[str, Protocol]:
+    from importlib.metadata import entry_points
+
+    out: dict[str, Protocol] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        source = f"entry point {ep.name} = {ep.value}" + (f" ({dist})" if dist else "")
+        if ep.name in known or ep.name in out:
+            if ep.name in out and out[ep.name].source == source:
+                continue  # the same distribution seen twice on the path
+            raise ProtocolError(f"{source}: protocol {ep.name!r} is already registered")
+        try:
+            obj = ep.load()
+        except Exception as e:  # noqa: BLE001 -- say which plugin is broken
+            raise ProtocolError(f"{source}: cannot load: {type(e).__name__}: {e}") from e
+        out[ep.name] = from_entry_point(ep.name, obj, source)
+    return out
+
+
+_REGISTRY: Registry | None = None
+
+
+def registry() -> Registry:
+    """Every protocol: built-ins (by convention), then entry points. Built once per process."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        found = {n: _builtin(n) for n in builtin_names()}
+        found.update(_external(set(found)))
+        _REGISTRY = Registry(found)
+    return _REGISTRY
+
+
+def reset() -> None:
+    """Forget the registry (it is rebuilt on next use)."""
+    global _REGISTRY
+    _REGISTRY = None
+    importlib.invalidate_caches()
+
+
+def names() -> list[str]:
+    return registry().names()
+
+
+def get(name: str) -> Protocol:
+    return registry().get(name)
+
+
+# -- what the other layers ask -------------------------------------------------------------
+def node_class_path(protocol: str, kind: str, role: str) -> str:
+    """For render: the "module:Class" a process runs (rendered into its config as ``node_class``)."""
+    return get(protocol).node_class_path(kind, role)
+
+
+def checks_for(protocol: str) -> list[Callable[..., Any]]:
+    """The history checks of ``protocol`` ([] for a protocol not registered here)."""
+    p = registry().find(protocol)
+    return p.checks() if p is not None else []
+
+
+def figures_for(protocol: str) -> list[Callable[..., Any]]:
+    """The protocol's own figures ([] for a protocol not registered here)."""
+    p = registry().find(protocol)
+    return p.figures() if p is not None else []
+
+
+def all_events() -> dict[str, Any]:
+    """Every declared event type: the runtime's and every registered protocol's events module."""
+    from testbed.nodes.runtime import events as E
+
+    for p in registry():
+        if p.events is not None:
+            importlib.import_module(p.events)
+    return E.all_events()
+
+
+def reproducible() -> list[str]:
+    """The choices of ``testbed reproduce``: protocols with an experiments part (or, until
+    every protocol has moved to ``testbed/experiments/<p>.py``, ``analysis/<p>/reproduce.py``)."""
+    try:
+        reg = registry()
+    except ProtocolError:  # a broken plugin must not break the command line's parser
+        reg = Registry({n: _builtin(n) for n in builtin_names()})
+    return [p.name for p in reg
+            if p.experiments is not None or (p.analysis is not None and _exists(f"{p.analysis}.reproduce"))]
+
+
+__all__ = ["ENTRY_POINT_GROUP", "PARTS", "Protocol", "ProtocolError", "Registry", "all_events",
+           "builtin_names", "checks_for", "figures_for", "from_entry_point", "get", "names",
+           "node_class_path", "registry", "reproducible", "reset"]
