@@ -23,9 +23,6 @@ from testbed.runs.rundir import RunDir, find_run, mark_active, new_run_id, runs_
 
 Progress = Callable[[str], None]
 OnEvent = Callable[[dict[str, Any]], None]
-DRAIN_S = 2.0  # after the workload: time for in-flight messages before logs are collected
-
-
 def _quiet(_: str) -> None:
     pass
 
@@ -152,7 +149,7 @@ class Session:
 
 def bring_up(plan, topo_path: str, set_vars: dict[str, Any], root: Path, progress: Progress) -> Session:
     """Create the run directory, start every node, measure clock offsets. Cleans up on failure."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
     from testbed.runs.clock import estimate_offsets
 
@@ -178,10 +175,6 @@ def bring_up(plan, topo_path: str, set_vars: dict[str, Any], root: Path, progres
     run.update_manifest(status="up", emulation=deployment.emulation, clock_offsets=offsets, up_s=up_s)
     progress(f"all {len(plan.nodes)} nodes up in {up_s:.1f}s (link emulation: {deployment.emulation})")
     return Session(run, plan, provider, deployment, controls, {"up_s": up_s})
-
-
-def _settle(plan) -> float:
-    return float(plan.params.get("settle", 1.0)) if isinstance(plan.params, dict) else 1.0
 
 
 def _single_plan(path, set_vars, provider):
@@ -224,11 +217,11 @@ def spawn_controller(run: RunDir, args: list[str]) -> int:
 
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:
     """Run the workload and the fault schedule to the end (foreground). Returns the timeline."""
-    from testbed.faults.schedule import ScheduleRunner
+    from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s
 
     plan = session.plan
     runner = ScheduleRunner(session.run, session.provider, session.deployment, session.controls, on_event)
-    settle = _settle(plan)
+    settle = settle_s(plan)
     if settle > 0:
         progress(f"settling {settle:g}s (subscriptions propagate)")
         time.sleep(settle)
@@ -246,7 +239,7 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
 
 
 def teardown(run: RunDir, progress: Progress = _quiet) -> None:
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.local.provider import controller_processes, _kill, _wait_gone
     import signal
 
@@ -286,7 +279,7 @@ def down(run: str | None = None, *, runs_dir: str | None = None, all_runs: bool 
 
 def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, Any]:
     """Nodes, faults fired, the next one due."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
 
     rd = find_run(run, runs_dir)
@@ -325,7 +318,7 @@ def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, 
 def log_lines(run: str | None, node: str, *, runs_dir: str | None = None, follow: bool = False,
               poll_s: float = 0.2) -> Iterator[str]:
     """The node's event log lines; with ``follow`` keep reading as it grows (until interrupted)."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
 
     rd = find_run(run, runs_dir)
     plan = rd.plan()
@@ -371,7 +364,7 @@ def inject(fault_text: str, run: str | None = None, *, runs_dir: str | None = No
 
 def _execute_now(rd: RunDir, actions, progress: Progress) -> list[dict[str, Any]]:
     from testbed.faults.schedule import ScheduleRunner, timeline_entry
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
 
     deployment = rd.deployment()

@@ -72,8 +72,9 @@ from testbed.providers.ansible.links import (
 )
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
 from testbed.providers.control import shutdown_nodes
-from testbed.providers.base import Deployment, NodeStatus, Progress, Provider, process_status
+from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 

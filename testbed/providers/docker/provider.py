@@ -34,8 +34,9 @@ from typing import Any, Callable
 
 from testbed.errors import ProviderError
 from testbed.providers.control import shutdown_nodes
-from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
+from testbed.providers.base import NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 

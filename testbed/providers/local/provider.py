@@ -19,9 +19,10 @@ from pathlib import Path
 
 from testbed.errors import ProviderError
 from testbed.nodes.runtime.harness import free_ports
-from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider, process_status
+from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.providers.control import Controls, shutdown_nodes
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
