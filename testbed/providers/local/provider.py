@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from testbed.errors import ProviderError
-from testbed.nodes.runtime.harness import free_ports
 from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.providers.control import Controls, shutdown_nodes
 from testbed.render.node_config import render_node_config
@@ -29,6 +29,21 @@ from testbed.topology.plan import Action, Plan
 NODE_MODULE = "testbed.nodes"
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free right now on ``host``."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
 
 
 def _proc_state(pid: int) -> str | None:
