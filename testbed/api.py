@@ -518,7 +518,7 @@ def reproduce(protocol: str, *, scale: str = "quick", figs: list[int] | None = N
 
 
 def image_build(*, base: str | None = None, offline_base: bool = False, progress: Progress = _quiet) -> str:
-    from testbed.providers.docker.image import build_image
+    from testbed.providers.image import build_image
 
     return build_image(base=base, offline_base=offline_base, progress=progress)
 

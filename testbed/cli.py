@@ -107,7 +107,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     rd = args.runs_dir
     if getattr(args, "accept_unknown_host_keys", False):
-        from testbed.providers.docker.engine import ACCEPT_ENV
+        from testbed.providers.engine import ACCEPT_ENV
 
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
