@@ -240,14 +240,10 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
 
 def teardown(run: RunDir, progress: Progress = _quiet) -> None:
     from testbed.providers.registry import get_provider
-    from testbed.providers.local.provider import controller_processes, _kill, _wait_gone
-    import signal
+    from testbed.providers.local.provider import stop_controllers
 
     st = run.state
-    ctl = set(st.get("controllers", [])) | set(controller_processes(str(run.path)))
-    for pid in ctl:
-        _kill(pid, signal.SIGKILL)
-    _wait_gone(list(ctl), 2.0)
+    stop_controllers(str(run.path), st.get("controllers", []))
     provider = get_provider(run.manifest.get("provider") or st.get("provider") or "local")
     provider.down(run, progress)
     mark_active(run.path.parent, run.run_id, False)
