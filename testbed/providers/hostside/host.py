@@ -246,12 +246,8 @@ class Host:
         containers = [c[:12] for c in self.remove_containers(run)]
         pids = list(self.run_processes(run))
         for p in pids:
-            procs.kill(p, signal.SIGCONT)
-            procs.kill(p, signal.SIGTERM)
-        left = procs.wait_gone(pids, 3.0)
-        for p in left:
-            procs.kill(p, signal.SIGKILL)
-        left = procs.wait_gone(left, 3.0)
+            procs.kill(p, signal.SIGCONT)  # a stopped process does not act on SIGTERM
+        left = procs.escalate(pids, ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)))
         if left:
             raise RuntimeError(f"processes survived SIGKILL: {left}")
         return pids + containers

@@ -66,6 +66,19 @@ def wait_gone(pids: list[int], timeout: float, interval: float = 0.01) -> list[i
         time.sleep(interval)
 
 
+def escalate(pids: list[int], steps: tuple[tuple[int, float], ...]) -> list[int]:
+    """For each (signal, seconds) step: send the signal to the processes still alive and wait up to
+    that long for them to end. Returns those alive after the last step."""
+    left = list(pids)
+    for sig, wait_s in steps:
+        if not left:
+            break
+        for p in left:
+            kill(p, sig)
+        left = wait_gone(left, wait_s)
+    return left
+
+
 def python_module_processes(module: str) -> Iterator[tuple[int, list[str]]]:
     """Live processes started as ``python -m MODULE ...``: (pid, argument list)."""
     for entry in os.listdir("/proc"):

@@ -191,12 +191,7 @@ class LocalProvider(Provider):
                 procs.kill(p, signal.SIGCONT)  # a paused node cannot shut down
             shutdown_nodes(run, [pids[p] for p in live])
             live = procs.wait_gone(live, 3.0)
-            for p in live:
-                procs.kill(p, signal.SIGTERM)
-            live = procs.wait_gone(live, 2.0)
-            for p in live:
-                procs.kill(p, signal.SIGKILL)
-            live = procs.wait_gone(live, 2.0)
+            live = procs.escalate(live, ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)))
             if live:
                 raise ProviderError(f"processes survived SIGKILL: {live}")
         progress(f"stopped {len(pids)} node processes" if pids else "no node process was running")
