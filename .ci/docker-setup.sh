@@ -26,4 +26,4 @@ echo "docker-setup: engine $(docker info --format '{{.ServerVersion}}') is up"
 
 # The offline base, then the node image on it (build_image falls back to the offline base when
 # python:3.11-slim cannot be pulled; --offline-base makes the base first when it is missing).
-exec "$PY" -m testbed.providers.docker.image --offline-base --if-needed
+exec "$PY" -m testbed.providers.image --offline-base --if-needed

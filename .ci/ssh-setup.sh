@@ -6,7 +6,7 @@
 #                              /usr/local/sbin/tb-host-entry (cgroups remounted writable, then dockerd,
 #                              then sshd); the SSH user `tb` is in the `docker` group. The tests run
 #                              it with every capability the outer engine may grant (see
-#                              testbed/providers/ansible/testhosts.py), never --privileged;
+#                              testbed/testing/testhosts.py), never --privileged;
 #  * testbed-sshhost-sudo:2    testbed-sshhost:3 without python3 and iproute2 (no tc), where `tb`
 #                              may sudo without a password: the apt path of `prepare` (become: true).
 # Needs a running engine and testbed-base:bookworm (.ci/docker-setup.sh).

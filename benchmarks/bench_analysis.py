@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_analysis.py [--rates 5 50 200] [--duration 60] [--subscribers 8]
 
-Each size is one synthetic pub/sub run (testbed.analysis.synthetic: 2 publishers,
+Each size is one synthetic pub/sub run (testbed.testing.synthetic: 2 publishers,
 ``--subscribers`` STOCK subscribers + 1 narrower one, a 2 s stall) analysed end to end
 with one local[2] SparkSession shared by all sizes (its start-up is timed separately).
 Prints the numbers and writes benchmarks/results/analysis.json.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from testbed.analysis.job import analyze  # noqa: E402
 from testbed.analysis.session import spark_session  # noqa: E402
-from testbed.analysis.synthetic import make_run_dir  # noqa: E402
+from testbed.testing.synthetic import make_run_dir  # noqa: E402
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from common import pct  # noqa: E402
 from testbed import api  # noqa: E402
-from testbed.providers.ansible.testhosts import HOSTS, USER, SSHHosts  # noqa: E402
+from testbed.testing.testhosts import HOSTS, USER, SSHHosts  # noqa: E402
 
 
 def topology(faults: int, duration: float) -> str:

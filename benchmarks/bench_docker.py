@@ -29,8 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from common import pct  # noqa: E402
 from testbed.providers.control import Controls  # noqa: E402
-from testbed.providers.docker.engine import connect  # noqa: E402
-from testbed.providers.docker.image import DEFAULT_TAG, ensure_image, image_size  # noqa: E402
+from testbed.providers.engine import connect  # noqa: E402
+from testbed.providers.image import DEFAULT_TAG, ensure_image, image_size  # noqa: E402
 from testbed.providers.docker.provider import DockerProvider  # noqa: E402
 from testbed.runs.rundir import RunDir  # noqa: E402
 from testbed.topology.plan import Action, HostPlan, LinkSpec, NodePlan, Plan  # noqa: E402

@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from testbed.nodes.runtime.harness import NodeProc, free_ports, read_log, wait_for  # noqa: E402
+from testbed.testing.harness import NodeProc, free_ports, read_log, wait_for  # noqa: E402
 
 
 def configs(workdir: str, rate: float, size: int, duration: float, sub_filter: str, subs_in_prt: int) -> dict:

@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.nodes.runtime.harness import NodeProc, make_configs, read_log, wait_for  # noqa: E402
+from testbed.testing.harness import NodeProc, make_configs, read_log, wait_for  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "link.json")
 

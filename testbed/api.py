@@ -23,9 +23,6 @@ from testbed.runs.rundir import RunDir, find_run, mark_active, new_run_id, runs_
 
 Progress = Callable[[str], None]
 OnEvent = Callable[[dict[str, Any]], None]
-DRAIN_S = 2.0  # after the workload: time for in-flight messages before logs are collected
-
-
 def _quiet(_: str) -> None:
     pass
 
@@ -193,7 +190,7 @@ class Session:
 
 def bring_up(plan, topo_path: str, set_vars: dict[str, Any], root: Path, progress: Progress) -> Session:
     """Create the run directory, start every node, measure clock offsets. Cleans up on failure."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
     from testbed.runs.clock import estimate_offsets
 
@@ -219,10 +216,6 @@ def bring_up(plan, topo_path: str, set_vars: dict[str, Any], root: Path, progres
     run.update_manifest(status="up", emulation=deployment.emulation, clock_offsets=offsets, up_s=up_s)
     progress(f"all {len(plan.nodes)} nodes up in {up_s:.1f}s (link emulation: {deployment.emulation})")
     return Session(run, plan, provider, deployment, controls, {"up_s": up_s})
-
-
-def _settle(plan) -> float:
-    return float(plan.params.get("settle", 1.0)) if isinstance(plan.params, dict) else 1.0
 
 
 def _single_plan(path, set_vars, provider):
@@ -265,11 +258,11 @@ def spawn_controller(run: RunDir, args: list[str]) -> int:
 
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:
     """Run the workload and the fault schedule to the end (foreground). Returns the timeline."""
-    from testbed.faults.schedule import ScheduleRunner
+    from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s
 
     plan = session.plan
     runner = ScheduleRunner(session.run, session.provider, session.deployment, session.controls, on_event)
-    settle = _settle(plan)
+    settle = settle_s(plan)
     if settle > 0:
         progress(f"settling {settle:g}s (subscriptions propagate)")
         time.sleep(settle)
@@ -287,15 +280,11 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
 
 
 def teardown(run: RunDir, progress: Progress = _quiet) -> None:
-    from testbed.providers.base import get_provider
-    from testbed.providers.local.provider import controller_processes, _kill, _wait_gone
-    import signal
+    from testbed.providers.registry import get_provider
+    from testbed.providers.local.provider import stop_controllers
 
     st = run.state
-    ctl = set(st.get("controllers", [])) | set(controller_processes(str(run.path)))
-    for pid in ctl:
-        _kill(pid, signal.SIGKILL)
-    _wait_gone(list(ctl), 2.0)
+    stop_controllers(str(run.path), st.get("controllers", []))
     provider = get_provider(run.manifest.get("provider") or st.get("provider") or "local")
     provider.down(run, progress)
     mark_active(run.path.parent, run.run_id, False)
@@ -327,7 +316,7 @@ def down(run: str | None = None, *, runs_dir: str | None = None, all_runs: bool 
 
 def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, Any]:
     """Nodes, faults fired, the next one due."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
 
     rd = find_run(run, runs_dir)
@@ -366,7 +355,7 @@ def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, 
 def log_lines(run: str | None, node: str, *, runs_dir: str | None = None, follow: bool = False,
               poll_s: float = 0.2) -> Iterator[str]:
     """The node's event log lines; with ``follow`` keep reading as it grows (until interrupted)."""
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
 
     rd = find_run(run, runs_dir)
     plan = rd.plan()
@@ -412,7 +401,7 @@ def inject(fault_text: str, run: str | None = None, *, runs_dir: str | None = No
 
 def _execute_now(rd: RunDir, actions, progress: Progress) -> list[dict[str, Any]]:
     from testbed.faults.schedule import ScheduleRunner, timeline_entry
-    from testbed.providers.base import get_provider
+    from testbed.providers.registry import get_provider
     from testbed.providers.control import Controls
 
     deployment = rd.deployment()
@@ -569,7 +558,7 @@ def reproduce(protocol: str, *, scale: str = "quick", figs: list[int] | None = N
 
 
 def image_build(*, base: str | None = None, offline_base: bool = False, progress: Progress = _quiet) -> str:
-    from testbed.providers.docker.image import build_image
+    from testbed.providers.image import build_image
 
     return build_image(base=base, offline_base=offline_base, progress=progress)
 

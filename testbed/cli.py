@@ -122,7 +122,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     rd = args.runs_dir
     if getattr(args, "accept_unknown_host_keys", False):
-        from testbed.providers.docker.engine import ACCEPT_ENV
+        from testbed.providers.engine import ACCEPT_ENV
 
         os.environ[ACCEPT_ENV] = "1"  # read where the provider connects to a remote engine
     if args.cmd == "validate":
@@ -165,8 +165,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(run.run_id)
         return 0
     if args.cmd == "run":
+        from testbed.faults.schedule import DRAIN_S
+
         with ui.LiveRun(api.plans(args.file, api.parse_set(args.set), args.provider),
-                        analyze=not args.no_analyze, drain_s=api.DRAIN_S) as live:
+                        analyze=not args.no_analyze, drain_s=DRAIN_S) as live:
             runs = api.run(args.file, set_vars=api.parse_set(args.set), provider=args.provider, runs_dir=rd,
                            progress=live.line, on_event=live.event, analyze=not args.no_analyze,
                            spark_master=args.spark_master)

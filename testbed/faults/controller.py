@@ -15,8 +15,8 @@ import sys
 import time
 
 from testbed.errors import TestbedError
-from testbed.faults.schedule import ScheduleRunner, timeline_entry
-from testbed.providers.base import get_provider
+from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s, timeline_entry
+from testbed.providers.registry import get_provider
 from testbed.providers.control import Controls
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action
@@ -41,10 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         runner = ScheduleRunner(run, provider, deployment, controls,
                                 on_event=lambda e: _log(json.dumps(e, default=str)))
         if args.schedule:
-            from testbed.api import DRAIN_S, _settle
-
             plan = run.plan()
-            time.sleep(_settle(plan))
+            time.sleep(settle_s(plan))
             runner.start_workload(plan.duration_s)
             run.update_manifest(status="running")
             _log(f"workload started, {len(plan.actions)} actions")

@@ -26,14 +26,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from testbed.errors import ProviderError, TestbedError
-from testbed.providers.base import PROCESS_OPS, Deployment, Provider
+from testbed.providers.base import PROCESS_OPS, Provider
+from testbed.runs.deployment import Deployment
 from testbed.runs.rundir import RunDir
-from testbed.topology.plan import Action, LinkSpec
+from testbed.topology.plan import Action, LinkSpec, Plan
 
 if TYPE_CHECKING:
     from testbed.providers.control import Controls
 
 OnEvent = Callable[[dict[str, Any]], None]
+
+DRAIN_S = 2.0  # after the workload: time for in-flight messages before logs are collected
+
+
+def settle_s(plan: Plan) -> float:
+    """Seconds to wait between bring-up and the workload start (``params.settle``, default 1):
+    time for subscriptions and advertisements to propagate."""
+    return float(plan.params.get("settle", 1.0)) if isinstance(plan.params, dict) else 1.0
 
 
 @dataclass

@@ -10,15 +10,20 @@ A provider keeps everything it needs to find what it made in the run
 directory's ``state.json`` (written *before* each side effect, so a killed
 controller leaves nothing ``down``/``wipe`` cannot find) and labels every
 resource it creates with the run id.
+
+The deployment record (:class:`Deployment`, :class:`Endpoint`) lives in
+:mod:`testbed.runs.deployment` (the run directory reads it without importing any
+provider); the factory ``get_provider`` lives in :mod:`testbed.providers.registry`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from testbed.errors import UnsupportedAction
+from testbed.runs.deployment import Deployment
 from testbed.topology.plan import Action, Plan
 
 if TYPE_CHECKING:
@@ -28,44 +33,11 @@ Progress = Callable[[str], None]  # one human-readable line per step
 
 
 @dataclass
-class Endpoint:
-    """Where a node can be reached from the controller and from other nodes."""
-
-    node: str
-    host: str  # plan host name
-    data: tuple[str, int]  # address other nodes use
-    control: tuple[str, int]  # address the controller uses
-    handle: str = ""  # pid, container id, ...
-
-
-@dataclass
 class NodeStatus:
     node: str
     state: str  # running | paused | stopped | crashed | unknown
     detail: str = ""
     info: dict[str, Any] = field(default_factory=dict)  # from the node's status op
-
-
-@dataclass
-class Deployment:
-    run_id: str
-    provider: str
-    emulation: str  # "userspace" | "kernel"
-    endpoints: dict[str, Endpoint]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["endpoints"] = {k: asdict(v) for k, v in self.endpoints.items()}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Deployment":
-        eps = {
-            k: Endpoint(v["node"], v["host"], tuple(v["data"]), tuple(v["control"]), v.get("handle", ""))
-            for k, v in d["endpoints"].items()
-        }
-        return cls(d["run_id"], d["provider"], d["emulation"], eps, d.get("extra", {}))
 
 
 PROCESS_OPS = ("crash", "restart", "pause", "resume")
@@ -124,22 +96,3 @@ class Provider(ABC):
 
     def unsupported(self, what: str) -> UnsupportedAction:
         return UnsupportedAction(f"provider {self.name} cannot {what}")
-
-
-def get_provider(name: str) -> Provider:
-    """The provider instance for a name (imports only that backend)."""
-    if name == "local":
-        from testbed.providers.local.provider import LocalProvider
-
-        return LocalProvider()
-    if name == "docker":
-        from testbed.providers.docker.provider import DockerProvider
-
-        return DockerProvider()
-    if name == "ansible":
-        from testbed.providers.ansible.provider import AnsibleProvider
-
-        return AnsibleProvider()
-    from testbed.errors import UsageError
-
-    raise UsageError(f"unknown provider {name!r} (choose local, docker or ansible)")

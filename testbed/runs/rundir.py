@@ -143,7 +143,7 @@ class RunDir:
         return Plan.from_dict(self.read("plan.json"))
 
     def deployment(self):
-        from testbed.providers.base import Deployment
+        from testbed.runs.deployment import Deployment
 
         return Deployment.from_dict(self.read("deployment.json"))
 

@@ -28,7 +28,9 @@ from pydantic import (
     model_validator,
 )
 
+from testbed.errors import Problem
 from testbed.topology.plan import LINK_DISTRIBUTIONS
+from testbed.topology.positions import dotted, locate
 from testbed.topology.units import LinkRate, Loss, Rate, Size, Time
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -257,15 +259,10 @@ class Topology(StrictModel):
     # -- locations ------------------------------------------------------------------
     def locate(self, *keys: str | int) -> tuple[int, int]:
         """1-based (line, col) of the value at ``keys`` in the rendered file (0, 0 if unknown)."""
-        from testbed.topology.loader import locate
-
         return locate(self._data, keys)
 
     def problem(self, keys: tuple[str | int, ...], message: str):
         """A Problem located at ``keys`` (for protocol ``check`` functions)."""
-        from testbed.errors import Problem
-        from testbed.topology.loader import dotted
-
         line, col = self.locate(*keys)
         return Problem(self._path, line, col, dotted(keys), message)
 

@@ -51,6 +51,14 @@ def _text(value: Any, what: str, allowed: str, example: str) -> str:
     return text
 
 
+def _scaled(text: str, what: str, allowed: str, pattern: re.Pattern, units: dict[str, float], example: str) -> float:
+    """A number with one of ``units`` (matched by ``pattern``: number, unit), in the base unit."""
+    m = pattern.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a {what}; use a number with one of the units {allowed} (e.g. {example})")
+    return float(m.group(1)) * units[m.group(2)]
+
+
 def parse_time(value: Any, *, allow_inf: bool = False) -> float:
     """``"250ms"`` -> 0.25 (seconds). ``inf`` only when ``allow_inf``. Never negative."""
     allowed = "us, ms, s, m" + (", or inf" if allow_inf else "")
@@ -59,10 +67,7 @@ def parse_time(value: Any, *, allow_inf: bool = False) -> float:
         if allow_inf:
             return math.inf
         raise ValueError("inf is not allowed here; give a time in us, ms, s or m")
-    m = _TIME_RE.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a time; use a number with one of the units {allowed} (e.g. 250ms)")
-    seconds = float(m.group(1)) * TIME_UNITS[m.group(2)]
+    seconds = _scaled(text, "time", allowed, _TIME_RE, TIME_UNITS, "250ms")
     if seconds < 0 or not math.isfinite(seconds):
         raise ValueError(f"{text!r}: a time must be zero or positive")
     return seconds
@@ -72,10 +77,7 @@ def parse_size(value: Any) -> int:
     """``"4KB"`` -> 4096 (bytes)."""
     allowed = "B, KB, MB"
     text = _text(value, "size", allowed, "B")
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a size; use a number with one of the units {allowed} (e.g. 100B)")
-    n = float(m.group(1)) * SIZE_UNITS[m.group(2)]
+    n = _scaled(text, "size", allowed, _SIZE_RE, SIZE_UNITS, "100B")
     if n < 0:
         raise ValueError(f"{text!r}: a size must be zero or positive")
     if n != int(n):
@@ -100,10 +102,7 @@ def parse_link_rate(value: Any) -> int:
     """``"100mbit"`` -> 100_000_000 (bits/s). Must be positive."""
     allowed = "kbit, mbit, gbit"
     text = _text(value, "link rate", allowed, "mbit")
-    m = _LINK_RATE_RE.match(text)
-    if not m:
-        raise ValueError(f"{text!r} is not a link rate; use a number with one of the units {allowed} (e.g. 100mbit)")
-    n = float(m.group(1)) * LINK_RATE_UNITS[m.group(2)]
+    n = _scaled(text, "link rate", allowed, _LINK_RATE_RE, LINK_RATE_UNITS, "100mbit")
     if n <= 0:
         raise ValueError(f"{text!r}: a link rate must be positive")
     if n < 1:

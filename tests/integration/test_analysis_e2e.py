@@ -5,7 +5,7 @@ import json
 import pytest
 
 from testbed.analysis.job import analyze, validate_run_dir
-from testbed.analysis.synthetic import make_run_dir
+from testbed.testing.synthetic import make_run_dir
 from testbed.errors import AnalysisError
 
 pytestmark = pytest.mark.spark

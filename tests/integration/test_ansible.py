@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.providers.ansible.testhosts import (
+from testbed.testing.testhosts import (
     HOSTS, IMAGE, USER, SSHHosts, require, set_vars, spread_smoke,
 )
 

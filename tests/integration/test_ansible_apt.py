@@ -19,7 +19,7 @@ import pytest
 
 from testbed import api
 from testbed.errors import ProviderError
-from testbed.providers.ansible.testhosts import SUDO_IMAGE, USER, SSHHosts, require
+from testbed.testing.testhosts import SUDO_IMAGE, USER, SSHHosts, require
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -17,7 +17,7 @@ import pytest
 
 from testbed import api
 from testbed.errors import ProviderError
-from testbed.providers.ansible.testhosts import (
+from testbed.testing.testhosts import (
     DOCKER_IMAGE, HOSTS, IMAGE, USER, SSHHosts, require, set_vars, spread_smoke,
 )
 

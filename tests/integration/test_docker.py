@@ -32,7 +32,7 @@ def _ci() -> bool:
 @pytest.fixture(scope="module")
 def client():
     pytest.importorskip("docker")
-    from testbed.providers.docker.engine import connect
+    from testbed.providers.engine import connect
 
     try:
         return connect()
@@ -44,7 +44,7 @@ def client():
 
 @pytest.fixture(scope="module")
 def image(client):
-    from testbed.providers.docker.image import DEFAULT_TAG, ensure_image
+    from testbed.providers.image import DEFAULT_TAG, ensure_image
 
     return ensure_image(client, DEFAULT_TAG, print, offline_base=True)
 
@@ -103,7 +103,7 @@ def states(provider, run) -> dict[str, str]:
 
 # -- image -------------------------------------------------------------------------------
 def test_node_image_holds_only_node_dependencies(client, image):
-    from testbed.providers.docker.image import image_status
+    from testbed.providers.image import image_status
 
     assert image_status(client, image) == "current"
     script = ("import msgpack, testbed.nodes, testbed.nodes.runtime.node_main, sys, importlib.util as u;"
@@ -119,7 +119,7 @@ def test_node_image_holds_only_node_dependencies(client, image):
 
 
 def test_build_image_on_offline_base(client, image):
-    from testbed.providers.docker.image import OFFLINE_BASE, build_image
+    from testbed.providers.image import OFFLINE_BASE, build_image
 
     tag = "testbed-node:itest-build"
     lines: list[str] = []
@@ -138,7 +138,7 @@ def test_build_image_on_offline_base(client, image):
 
 
 def test_unavailable_base_is_one_clear_error(client):
-    from testbed.providers.docker.image import build_image
+    from testbed.providers.image import build_image
 
     with pytest.raises(ProviderError) as e:
         build_image(base="testbed-no-such-base:none", tag="testbed-node:never", client=client)

@@ -23,7 +23,7 @@ TOPOLOGIES = [ROOT / "topologies" / "smoke.yaml",
 
 @pytest.fixture(scope="module")
 def engine():
-    from testbed.providers.docker.engine import connect
+    from testbed.providers.engine import connect
 
     try:
         return connect()

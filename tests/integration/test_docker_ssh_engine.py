@@ -69,7 +69,7 @@ def sshd(tmp_path_factory):
 
 
 def _connect(sshd, monkeypatch, known_hosts: str, accept: bool | None = None):
-    from testbed.providers.docker import engine
+    from testbed.providers import engine
 
     monkeypatch.setenv("HOME", str(sshd["dir"]))  # no ~/.ssh/known_hosts of the machine's
     monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / known_hosts))
@@ -102,7 +102,7 @@ def test_a_run_on_a_remote_engine_over_ssh(sshd, monkeypatch, tmp_path):
     The test sshd keeps sshd's default MaxSessions (10): the provider must stay under it.
     """
     from testbed import api
-    from testbed.providers.docker import engine
+    from testbed.providers import engine
 
     monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / "known_hosts"))
     topo = tmp_path / "remote.yaml"

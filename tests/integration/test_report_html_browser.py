@@ -12,7 +12,7 @@ import pytest
 
 from browser import dump_dom, screenshot
 from testbed.analysis.job import analyze
-from testbed.analysis.synthetic import make_run_dir
+from testbed.testing.synthetic import make_run_dir
 
 pytestmark = [pytest.mark.spark, pytest.mark.browser]
 

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from testbed.nodes.runtime.control_client import ControlClient
-from testbed.nodes.runtime.harness import NodeProc, make_configs, read_log, wait_for
+from testbed.testing.harness import NodeProc, make_configs, read_log, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,6 +1,7 @@
 """The node bundle shipped to every host: what a node process needs, nothing controller-side.
 
-``testbed/__init__.py``, ``testbed/nodes/**/*.py``, the host helper ``tbhost.py`` and a
+``testbed/__init__.py``, ``testbed/nodes/**/*.py``, the host helper (``tbhost.py`` and the
+other stdlib-only modules of :mod:`testbed.providers.hostside`, at the top) and a
 pure-Python copy of msgpack under ``vendor/`` (used on a host only where msgpack is not
 installed). The tarball is deterministic (sorted, mtime 0) and named by the digest of its
 contents, so hosts keep one copy per code version and ``deploy`` skips hosts that have it.
@@ -17,12 +18,18 @@ from pathlib import Path
 import testbed
 
 PACKAGE = Path(testbed.__file__).resolve().parent
-TBHOST = Path(__file__).resolve().parent / "remote" / "tbhost.py"
+HOSTSIDE = PACKAGE / "providers" / "hostside"
+TBHOST = HOSTSIDE / "tbhost.py"
+
+
+def hostside_files() -> list[Path]:
+    """The host helper: ``tbhost.py`` and the modules it imports by plain name, shipped side by side."""
+    return sorted(p for p in HOSTSIDE.glob("*.py") if p.name != "__init__.py")
 
 
 def bundle_files() -> list[tuple[str, Path]]:
     """(name in the bundle, local path), sorted by name."""
-    files = [("testbed/__init__.py", PACKAGE / "__init__.py"), ("tbhost.py", TBHOST)]
+    files = [("testbed/__init__.py", PACKAGE / "__init__.py")] + [(p.name, p) for p in hostside_files()]
     for p in sorted((PACKAGE / "nodes").rglob("*.py")):
         files.append((f"testbed/{p.relative_to(PACKAGE).as_posix()}", p))
     try:

@@ -1,7 +1,7 @@
 """The node image for hosts that run nodes as containers: its name, and what ``deploy`` ships.
 
 Every host that runs containers gets the same image, named by the digest of the node image's
-build context (``testbed-node:ctx-<12 hex>``, see :mod:`testbed.providers.docker.image`), so a
+build context (``testbed-node:ctx-<12 hex>``, see :mod:`testbed.providers.image`), so a
 host that has it already is skipped and a code change ships a new one. Two ways to get it there:
 
 * ``save`` -- build once on the controller's own Docker engine (the same
@@ -32,7 +32,7 @@ Progress = Callable[[str], None]
 
 def image_ref() -> tuple[str, str]:
     """(``testbed-node:ctx-<d12>``, full context digest). Raises ProviderError without a checkout."""
-    from testbed.providers.docker.image import context_digest
+    from testbed.providers.image import context_digest
 
     digest = context_digest()
     return f"{REPO}:ctx-{digest[:12]}", digest
@@ -44,7 +44,7 @@ def local_engine() -> tuple[object | None, str]:
         import docker  # noqa: F401
     except ImportError:
         return None, "the docker Python package is not installed (pip install testbed[docker])"
-    from testbed.providers.docker.engine import connect
+    from testbed.providers.engine import connect
 
     try:
         return connect(), ""
@@ -66,7 +66,7 @@ def choose_mode(override: str | None) -> tuple[str, str]:
 
 def saved_image(cache: Path, ref: str, progress: Progress) -> Path:
     """``<cache>/image-<tag>.tar``: the node image built on this machine's engine, saved as ``ref``."""
-    from testbed.providers.docker.image import DEFAULT_TAG, ensure_image
+    from testbed.providers.image import DEFAULT_TAG, ensure_image
 
     out = cache / f"image-{ref.split(':', 1)[1]}.tar"
     if out.exists():
@@ -91,7 +91,7 @@ def saved_image(cache: Path, ref: str, progress: Progress) -> Path:
 def build_context(cache: Path, ref: str) -> Path:
     """``<cache>/context-<tag>.tar``: the node image's build context (Dockerfile + node package)."""
     from testbed.providers.ansible.bundle import tar_files
-    from testbed.providers.docker.image import context_files
+    from testbed.providers.image import context_files
 
     out = cache / f"context-{ref.split(':', 1)[1]}.tar"
     if out.exists():
@@ -104,7 +104,7 @@ def build_context(cache: Path, ref: str) -> Path:
 
 
 def build_base() -> str:
-    from testbed.providers.docker.image import REGISTRY_BASE
+    from testbed.providers.image import REGISTRY_BASE
 
     return os.environ.get(BASE_ENV) or REGISTRY_BASE
 

@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 
 from testbed.errors import ProviderError
-from testbed.providers.base import Endpoint
+from testbed.runs.deployment import Endpoint
 from testbed.topology.plan import HostPlan, Plan
 
 REMOTE_ROOT = ".testbed"  # under the SSH user's home on each host

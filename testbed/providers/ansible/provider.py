@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.errors import ProviderError
-from testbed.providers.ansible.bundle import TBHOST, build_bundle, tar_files
+from testbed.providers.ansible.bundle import build_bundle, hostside_files, tar_files
 from testbed.providers.ansible.images import (
     IMAGE_MODE_ENV, build_base, build_context, choose_mode, choose_runtimes, image_ref, saved_image,
 )
@@ -72,8 +72,9 @@ from testbed.providers.ansible.links import (
 )
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
 from testbed.providers.control import shutdown_nodes
-from testbed.providers.base import Deployment, NodeStatus, Progress, Provider, process_status
+from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
@@ -171,7 +172,8 @@ class AnsibleProvider(Provider):
         inv = render_inventory(plan, run_id, self._ssh_args(), {h: {"tb_runtime": w} for h, w in wanted.items()})
         routes = [f"--route-to={hp.address}" for hp in hosts.values()]
         image_args = ["--image", ref] if ref else []
-        res = run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": digest,
+        res = run_playbook("prepare", inv, {"tb_hostside": [str(p) for p in hostside_files()],
+                                            "tb_digest": digest,
                                             "tb_emulation": override or "auto",
                                             "tb_prepare_args": routes + image_args}, progress)
         facts: dict[str, dict[str, Any]] = {}

@@ -34,8 +34,9 @@ from typing import Any, Callable
 
 from testbed.errors import ProviderError
 from testbed.providers.control import shutdown_nodes
-from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider
+from testbed.providers.base import NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
@@ -124,7 +125,7 @@ class DockerProvider(Provider):
                  start_timeout: float = START_TIMEOUT_S):
         """``emulation`` forces userspace/kernel; ``remote_mode`` forces the remote-engine paths
         (config copied in, published control port, logs collected) even on the local engine."""
-        from testbed.providers.docker.image import DEFAULT_TAG
+        from testbed.providers.image import DEFAULT_TAG
 
         self.image = image or os.environ.get("TESTBED_NODE_IMAGE") or DEFAULT_TAG
         self.emulation_override = emulation or os.environ.get(EMULATION_ENV) or None
@@ -144,7 +145,7 @@ class DockerProvider(Provider):
                 if self.client_factory is not None:
                     c = self.client_factory(url)
                 else:
-                    from testbed.providers.docker.engine import connect
+                    from testbed.providers.engine import connect
 
                     c = connect(url, key_filename=key, host=host)
                 self._clients[url] = c
@@ -168,7 +169,7 @@ class DockerProvider(Provider):
 
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
-        from testbed.providers.docker.image import ensure_image
+        from testbed.providers.image import ensure_image
 
         url = engine_url(plan)
         key, host = _key_for(plan, url)
@@ -298,7 +299,7 @@ class DockerProvider(Provider):
                 hp = bound[0]["HostPort"] if bound else None
                 if not hp:
                     raise ProviderError("control port was not published", node=n)
-                from testbed.providers.docker.engine import parse_ssh_url
+                from testbed.providers.engine import parse_ssh_url
 
                 addr = parse_ssh_url(url).hostname if url else "127.0.0.1"
                 control = (addr, int(hp))
@@ -496,7 +497,7 @@ class DockerProvider(Provider):
 
     @classmethod
     def wipe(cls, progress: Progress) -> list[str]:
-        from testbed.providers.docker.engine import connect
+        from testbed.providers.engine import connect
 
         try:
             client = connect()

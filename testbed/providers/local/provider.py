@@ -12,96 +12,59 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Iterable
 
 from testbed.errors import ProviderError
-from testbed.nodes.runtime.harness import free_ports
-from testbed.providers.base import Deployment, Endpoint, NodeStatus, Progress, Provider, process_status
+from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.providers.control import Controls, shutdown_nodes
+from testbed.providers.hostside import procs
 from testbed.render.node_config import render_node_config
+from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
-NODE_MODULE = "testbed.nodes"
+NODE_MODULE = procs.NODE_MODULE
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 
 
-def _proc_state(pid: int) -> str | None:
-    """The /proc state letter of a pid (R, S, T, Z, ...), or None if it is gone."""
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free right now on ``host``."""
+    socks, ports = [], []
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-        return data[data.rindex(")") + 2]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
 
 
 def node_processes(config_prefix: str | None = None) -> dict[int, str]:
     """Live node processes started by any testbed (or one run): {pid: config path}."""
-    found: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        args = _cmdline(pid)
-        if len(args) >= 4 and args[1:3] == ["-m", NODE_MODULE] and args[3].endswith(".json"):
-            if "/configs/" not in args[3]:
-                continue
-            if config_prefix is None or args[3].startswith(config_prefix):
-                if _proc_state(pid) not in (None, "Z"):
-                    found[pid] = args[3]
-    return found
+    return procs.node_processes(config_prefix)
 
 
 def controller_processes(run_path: str | None = None) -> list[int]:
     """Background schedule controllers (``python -m testbed.faults.controller RUN``)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            args = _cmdline(int(entry))
-            if len(args) >= 4 and args[1:3] == ["-m", "testbed.faults.controller"]:
-                if run_path is None or args[3] == run_path:
-                    if _proc_state(int(entry)) not in (None, "Z"):
-                        out.append(int(entry))
-    return out
+    return [pid for pid, args in procs.python_module_processes("testbed.faults.controller")
+            if len(args) >= 4 and (run_path is None or args[3] == run_path)]
 
 
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
-    deadline = time.monotonic() + timeout
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        for p in alive:
-            _reap(p)
-        alive = [p for p in alive if _proc_state(p) not in (None, "Z")]
-        if alive:
-            time.sleep(0.02)
-    return alive
+def stop_controllers(run_path: str, known: Iterable[int] = ()) -> None:
+    """SIGKILL a run's background controllers: the ``known`` pids (from state.json) and any
+    found by command line; wait until they are gone."""
+    pids = set(known) | set(controller_processes(run_path))
+    for pid in pids:
+        procs.kill(pid, signal.SIGKILL)
+    procs.wait_gone(list(pids), 2.0)
 
 
 class LocalProvider(Provider):
@@ -163,8 +126,7 @@ class LocalProvider(Provider):
         pid = state["pids"].get(node)
         if pid is None:
             return None
-        _reap(pid)
-        if _proc_state(pid) in (None, "Z"):
+        if not procs.alive(pid):
             tail = ""
             p = run.logs_dir / f"{node}.stderr"
             if p.exists():
@@ -179,7 +141,7 @@ class LocalProvider(Provider):
         state = run.state
         pid = state.get("pids", {}).get(node)
         if action.op == "restart":
-            if pid is not None and _proc_state(pid) not in (None, "Z"):
+            if pid is not None and procs.alive(pid):
                 raise ProviderError("restart: the node is still running", node=node)
             new = self._spawn(run, node)
             with run.locked():  # other nodes' faults run concurrently
@@ -189,15 +151,15 @@ class LocalProvider(Provider):
             return
         if pid is None:
             raise ProviderError(f"{action.op}: no process recorded", node=node)
-        if _proc_state(pid) in (None, "Z"):
+        if not procs.alive(pid):
             raise ProviderError(f"{action.op}: the node is not running", node=node)
         if action.op == "crash":
-            _kill(pid, signal.SIGKILL)
-            _wait_gone([pid], 5.0)
+            procs.kill(pid, signal.SIGKILL)
+            procs.wait_gone([pid], 5.0)
         elif action.op == "pause":
-            _kill(pid, signal.SIGSTOP)
+            procs.kill(pid, signal.SIGSTOP)
         elif action.op == "resume":
-            _kill(pid, signal.SIGCONT)
+            procs.kill(pid, signal.SIGCONT)
         else:
             raise self.unsupported(action.op)
 
@@ -210,7 +172,7 @@ class LocalProvider(Provider):
             if pid is None:
                 out.append(NodeStatus(node, "unknown", "never started"))
             else:
-                out.append(process_status(node, pid, _proc_state(pid)))
+                out.append(process_status(node, pid, procs.state(pid)))
         return out
 
     def collect(self, run: RunDir, progress: Progress) -> None:
@@ -223,18 +185,13 @@ class LocalProvider(Provider):
         prefix = state.get("config_prefix") or str(run.configs_dir) + "/"
         for pid, cfg in node_processes(prefix).items():
             pids.setdefault(pid, Path(cfg).stem)
-        live = [p for p in pids if _proc_state(p) not in (None, "Z")]
+        live = [p for p in pids if procs.alive(p)]
         if live:
             for p in live:
-                _kill(p, signal.SIGCONT)  # a paused node cannot shut down
+                procs.kill(p, signal.SIGCONT)  # a paused node cannot shut down
             shutdown_nodes(run, [pids[p] for p in live])
-            live = _wait_gone(live, 3.0)
-            for p in live:
-                _kill(p, signal.SIGTERM)
-            live = _wait_gone(live, 2.0)
-            for p in live:
-                _kill(p, signal.SIGKILL)
-            live = _wait_gone(live, 2.0)
+            live = procs.wait_gone(live, 3.0)
+            live = procs.escalate(live, ((signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)))
             if live:
                 raise ProviderError(f"processes survived SIGKILL: {live}")
         progress(f"stopped {len(pids)} node processes" if pids else "no node process was running")
@@ -243,13 +200,13 @@ class LocalProvider(Provider):
     def wipe(cls, progress: Progress) -> list[str]:
         removed = []
         for pid in controller_processes():
-            _kill(pid, signal.SIGKILL)
+            procs.kill(pid, signal.SIGKILL)
             removed.append(f"controller pid {pid}")
-        procs = node_processes()
-        for pid in procs:
-            _kill(pid, signal.SIGCONT)
-            _kill(pid, signal.SIGKILL)
-        _wait_gone(list(procs), 3.0)
-        removed += [f"node pid {p} ({c})" for p, c in procs.items()]
+        nodes = node_processes()
+        for pid in nodes:
+            procs.kill(pid, signal.SIGCONT)
+            procs.kill(pid, signal.SIGKILL)
+        procs.wait_gone(list(nodes), 3.0)
+        removed += [f"node pid {p} ({c})" for p, c in nodes.items()]
         progress(f"local: removed {len(removed)} processes")
         return removed

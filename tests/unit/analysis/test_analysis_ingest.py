@@ -3,7 +3,7 @@ import json
 import pytest
 
 from testbed.analysis.ingest import event_schema, ingest, load_parquet
-from testbed.analysis.synthetic import T0, make_plan
+from testbed.testing.synthetic import T0, make_plan
 from testbed.errors import AnalysisError
 from testbed.nodes.runtime.events import all_events
 

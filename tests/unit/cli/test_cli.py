@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from testbed import cli
-from testbed.providers.docker import engine
+from testbed.providers import engine
 
 SMOKE = str(Path(__file__).resolve().parents[3] / "topologies" / "smoke.yaml")
 

@@ -7,7 +7,8 @@ import threading
 import time
 
 from testbed.faults.schedule import ScheduleRunner, nodes_of
-from testbed.providers.base import Deployment, Provider
+from testbed.providers.base import Provider
+from testbed.runs.deployment import Deployment
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, LinkSpec
 

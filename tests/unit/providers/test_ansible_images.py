@@ -17,7 +17,7 @@ import pytest
 from testbed.errors import ProviderError, TopologyError
 from testbed.providers.ansible import bundle, images
 from testbed.providers.ansible.runner import _message
-from testbed.providers.docker.image import context_digest, context_files
+from testbed.providers.image import context_digest, context_files
 from testbed.topology.expand import plans
 
 TOPO = """

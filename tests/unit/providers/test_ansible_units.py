@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import subprocess
 import time
@@ -77,6 +78,28 @@ def test_bundle_holds_the_node_package_only_and_is_deterministic(tmp_path):
     assert not any(n.endswith(".so") for n in names)
 
 
+def test_the_shipped_host_helper_runs_from_the_shipped_files_alone(tmp_path):
+    """tbhost.py imports its modules by plain name: it runs from the bundle's code directory and
+    from the files prepare copies to ~/.testbed/bin, with no testbed package and no PYTHONPATH."""
+    path, _ = bundle.build_bundle(tmp_path / "cache")
+    code = tmp_path / "code"
+    with tarfile.open(path) as tf:
+        for m in tf.getmembers():
+            if "/" not in m.name:  # the host helper's files only: no testbed/ beside them
+                tf.extract(m, code, filter="data")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for p in bundle.hostside_files():  # what prepare.yml copies
+        (bin_dir / p.name).write_bytes(p.read_bytes())
+    assert sorted(p.name for p in code.iterdir()) == sorted(p.name for p in bin_dir.iterdir())
+    for where in (code, bin_dir):
+        r = subprocess.run([sys.executable, "-E", "-s", str(where / "tbhost.py"), "--root", str(tmp_path / "root"),
+                            "check", "--emulation", "userspace"], capture_output=True, text=True, timeout=60,
+                           cwd=tmp_path, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["uid"] == os.getuid()
+
+
 def _tgz(members: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
@@ -132,7 +155,7 @@ def test_playbook_failure_names_the_unreachable_host(tmp_path):
     inv = inventory.render_inventory(plan, "run-x", ssh_common_args([str(tmp_path / "kh")]))
     lines: list[str] = []
     with pytest.raises(HostsUnreachable) as ei:
-        run_playbook("prepare", inv, {"tb_tbhost": str(TBHOST), "tb_digest": "d"}, lines.append, timeout=60)
+        run_playbook("prepare", inv, {"tb_hostside": [str(p) for p in bundle.hostside_files()], "tb_digest": "d"}, lines.append, timeout=60)
     e = ei.value
     assert isinstance(e, PlaybookError) and isinstance(e, ProviderError)
     assert set(e.unreachable) == {"h9"} and e.host == "h9" and "unreachable: h9" in str(e)

@@ -6,8 +6,8 @@ import paramiko
 import pytest
 
 from testbed.errors import ProviderError
-from testbed.providers.docker import engine
-from testbed.providers.docker.image import apt_mirror, context_files
+from testbed.providers import engine
+from testbed.providers.image import apt_mirror, context_files
 from testbed.providers.docker.provider import container_name, engine_url, network_name, run_labels
 from testbed.topology.plan import HostPlan, NodePlan, Plan
 

@@ -1,4 +1,4 @@
-"""The node image: build context, build, and the offline base image.
+"""The node image (shared by the docker and ansible providers): build context, build, offline base.
 
 The image holds only what nodes need: python3, msgpack, iproute2 (tc) and the node
 package (``testbed/__init__.py`` + ``testbed/nodes/**``). Its Dockerfile is
@@ -164,7 +164,7 @@ def build_image(*, base: str | None = None, offline_base: bool = False, tag: str
     """
     import docker.errors
 
-    from testbed.providers.docker.engine import connect
+    from testbed.providers.engine import connect
 
     client = client or connect()
     if offline_base:
@@ -244,14 +244,14 @@ def image_size(client: Any, tag: str = DEFAULT_TAG) -> int:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m testbed.providers.docker.image [--offline-base] [--base IMAGE] [--if-needed]``."""
+    """``python -m testbed.providers.image [--offline-base] [--base IMAGE] [--if-needed]``."""
     import argparse
     import sys
 
     from testbed.errors import TestbedError
-    from testbed.providers.docker.engine import connect
+    from testbed.providers.engine import connect
 
-    ap = argparse.ArgumentParser(prog="python -m testbed.providers.docker.image")
+    ap = argparse.ArgumentParser(prog="python -m testbed.providers.image")
     ap.add_argument("--offline-base", action="store_true")
     ap.add_argument("--base")
     ap.add_argument("--tag", default=DEFAULT_TAG)

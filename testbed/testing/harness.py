@@ -1,7 +1,7 @@
 """Run real node processes on loopback by hand (runtime tests and benchmarks).
 
 Not used by the providers: it writes a minimal node config (the keys of
-:mod:`api`) and starts ``python -m testbed.nodes CONFIG.json`` with an argument
+:mod:`testbed.nodes.runtime.api`) and starts ``python -m testbed.nodes CONFIG.json`` with an argument
 list (no shell).
 """
 
@@ -10,28 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
 from testbed.nodes.runtime.control_client import ControlClient
+from testbed.providers.local.provider import free_ports
 
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports free right now on ``host``."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
+__all__ = ["NodeProc", "free_ports", "make_configs", "read_log", "wait_for", "write_config"]
 
 
 def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", protocol: str = "echo",

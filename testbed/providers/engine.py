@@ -1,5 +1,7 @@
 """Connecting to a Docker engine: the local socket, or ``ssh://user@host`` through paramiko.
 
+Shared by the docker provider and the ansible provider's image shipping.
+
 Host-key policy for remote engines (``docker: ssh://user@address`` on a plan host):
 the engine's SSH host key must be in ``~/.ssh/known_hosts`` (or in the file named by
 ``TESTBED_KNOWN_HOSTS``); an unknown key is refused. Opt in to accepting unknown keys

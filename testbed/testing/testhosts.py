@@ -185,7 +185,7 @@ def spread_smoke(dest: Path, runtimes: dict[str, str] | None = None, name: str =
     """The smoke topology (``topologies/smoke.yaml``, from a source checkout) with its three sites
     on the three hosts h1-h3 (ny, rome, tokyo), plus a pause of b2 on h1, so every host gets a
     process fault. ``runtimes``: a ``runtime:`` per host (auto when absent)."""
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[2]
     text = (root / "topologies" / "smoke.yaml").read_text()
     rt = runtimes or {}
     hosts = "hosts:\n" + "".join(
@@ -218,7 +218,7 @@ def missing_prerequisite(images: tuple[str, ...]) -> str | None:
         return "no Docker engine to run the SSH hosts (.ci/docker-setup.sh)"
     for image in images:
         if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
-            setup = Path(__file__).resolve().parents[3] / ".ci" / "ssh-setup.sh"
+            setup = Path(__file__).resolve().parents[2] / ".ci" / "ssh-setup.sh"
             r = subprocess.run(["bash", str(setup)], capture_output=True, text=True)
             if r.returncode != 0:
                 return f"cannot build {image}: {r.stderr.strip()[-300:]}"

@@ -1,0 +1,273 @@
+"""One host's testbed root: run directories, pid files, and the run's nodes as processes or containers.
+
+Layout under the root: see tbhost.py. Stdlib only; the ansible provider ships this folder to
+every host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import procs
+from engine import DOCKER_TIMEOUT_S, Docker, docker_of
+
+
+def out(obj) -> None:
+    """Print one JSON object on its own line (every command's reply, every agent reply)."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def safe(name: str) -> str:
+    """Names come from the plan ([a-z][a-z0-9-]*, run ids add digits and -); refuse anything else."""
+    if not name or not all(c.isalnum() or c in "-_." for c in name) or name.startswith("."):
+        raise ValueError(f"bad name {name!r}")
+    return name
+
+
+def container_name(run: str, node: str) -> str:
+    return f"tb-{safe(run)}-{safe(node)}"
+
+
+def write_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def has_msgpack() -> bool:
+    try:
+        import msgpack  # noqa: F401
+
+        return True
+    except ImportError:
+        return False
+
+
+_children: dict[int, subprocess.Popen] = {}  # node processes this process started (kept, not leaked)
+
+
+class Host:
+    def __init__(self, root: str, code: str | None = None):
+        self.root = os.path.abspath(os.path.expanduser(root))
+        self.code = code
+        self._dockers: dict[str, Docker] = {}
+
+    def run_dir(self, run: str) -> str:
+        return os.path.join(self.root, "runs", safe(run))
+
+    def pid_file(self, run: str, node: str) -> str:
+        return os.path.join(self.run_dir(run), "pids", safe(node) + ".pid")
+
+    def pid(self, run: str, node: str) -> int | None:
+        try:
+            with open(self.pid_file(run, node)) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def runtime(self, run: str) -> dict | None:
+        """The run's container runtime on this host ({"image", "docker"}) or None (processes)."""
+        try:
+            with open(os.path.join(self.run_dir(run), "runtime.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def docker(self, run: str) -> Docker | None:
+        """The run's docker (one per run and process, so the agent keeps its API connection)."""
+        d = self._dockers.get(run)
+        if d is None:
+            rt = self.runtime(run)
+            if rt is None:
+                return None
+            d = self._dockers[run] = Docker(rt["docker"])
+        return d
+
+    # -- containers ----------------------------------------------------------------------
+    def run_container(self, run: str, node: str, rt: dict) -> int:
+        d = Docker(rt["docker"])
+        rd = self.run_dir(run)
+        name = container_name(run, node)
+        have = d.state(name)
+        if have is None:
+            d.run("run", "-d", "--name", name, "--network", "host", "--user", f"{os.getuid()}:{os.getgid()}",
+                  "--label", "testbed.ansible=1", "--label", f"testbed.root={self.root}",
+                  "--label", f"testbed.run={run}", "--label", f"testbed.node={node}",
+                  "-v", f"{rd}:{rd}", "-e", "PYTHONUNBUFFERED=1", rt["image"],
+                  os.path.join(rd, "configs", node + ".json"))
+        else:
+            d.act("start", name)
+        info = d.state(name) or {}
+        if info.get("status") != "running":
+            raise RuntimeError(f"container {name} is {info.get('status', 'gone')}: {self.tail(run, node)}")
+        return int(info["pid"])
+
+    def container_signal(self, run: str, node: str, sig: str) -> dict:
+        d = self.docker(run)
+        name = container_name(run, node)
+        info = d.state(name)
+        if info is None or info["status"] not in ("running", "paused"):
+            return {"ok": False, "error": "the node is not running"}
+        if sig == "KILL":
+            d.act("kill", name)
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                if (d.state(name) or {}).get("status") not in ("running", "paused"):
+                    return {"ok": True, "pid": info["pid"]}
+                time.sleep(0.005)
+            return {"ok": False, "error": f"{name} survived docker kill"}
+        if sig == "STOP":
+            d.act("pause", name)
+        elif sig == "CONT":
+            d.act("unpause", name)
+        else:
+            d.run("kill", "--signal", sig, name)
+        return {"ok": True, "pid": info["pid"]}
+
+    def container_states(self, run: str) -> dict[str, dict]:
+        """node -> {"pid", "state"} as a process would report it (R running, T paused, None gone)."""
+        d = self.docker(run)
+        names = [container_name(run, n) for n in self.nodes_started(run)]
+        info = d.inspect(names)
+        out = {}
+        for n in self.nodes_started(run):
+            i = info.get(container_name(run, n))
+            st = {"running": "R", "paused": "T"}.get(i["status"]) if i else None
+            out[n] = {"pid": i["pid"] if i and st else self.pid(run, n), "state": st,
+                      "container": container_name(run, n)}
+        return out
+
+    def nodes_started(self, run: str) -> list[str]:
+        pids_dir = os.path.join(self.run_dir(run), "pids")
+        return sorted(f[:-4] for f in os.listdir(pids_dir) if f.endswith(".pid")) if os.path.isdir(pids_dir) else []
+
+    def dump_container_logs(self, run: str) -> None:
+        """Each container's output into logs/<node>.stderr (a process writes it there itself)."""
+        d = self.docker(run)
+        if d is None:
+            return
+        for n in self.nodes_started(run):
+            path = os.path.join(self.run_dir(run), "logs", n + ".stderr")
+            with open(path + ".tmp", "w") as f:
+                r = subprocess.run([*d.cmd, "logs", container_name(run, n)], stdout=f, stderr=subprocess.STDOUT,
+                                   timeout=DOCKER_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            if r.returncode == 0:
+                os.replace(path + ".tmp", path)
+            else:
+                os.unlink(path + ".tmp")
+
+    def tail(self, run: str, node: str) -> str:
+        d = self.docker(run)
+        if d is not None:
+            r = d.run("logs", "--tail", "3", container_name(run, node), check=False)
+            lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+            return lines[-1] if lines else "no output"
+        path = os.path.join(self.run_dir(run), "logs", node + ".stderr")
+        if not os.path.exists(path):
+            return "no output"
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else "no output"
+
+    def remove_containers(self, run: str | None) -> list[str]:
+        """Remove the containers of one run (None: of every run under this root), output kept."""
+        d = docker_of(self.root) if run is None else (self.docker(run) or docker_of(self.root))
+        if d is None:
+            return []
+        labels = [f"testbed.root={self.root}"] + ([f"testbed.run={run}"] if run else [])
+        ids = d.ids(*labels)
+        if run is not None and self.runtime(run) is not None and os.path.isdir(self.run_dir(run)):
+            self.dump_container_logs(run)
+        if ids:
+            d.run("rm", "-f", *ids)
+        return ids
+
+    # -- processes ---------------------------------------------------------------------
+    def spawn(self, run: str, node: str) -> int:
+        rd = self.run_dir(run)
+        cfg = os.path.join(rd, "configs", safe(node) + ".json")
+        if not os.path.isfile(cfg):
+            raise RuntimeError(f"no config {cfg}")
+        os.makedirs(os.path.join(rd, "pids"), exist_ok=True)
+        os.makedirs(os.path.join(rd, "logs"), exist_ok=True)
+        os.makedirs(os.path.join(rd, "state", node), exist_ok=True)
+        rt = self.runtime(run)
+        if rt is not None:
+            pid = self.run_container(run, node, rt)
+            write_json(self.pid_file(run, node), pid)
+            return pid
+        code = self.code or os.path.dirname(os.path.abspath(__file__))
+        path = code if has_msgpack() else code + os.pathsep + os.path.join(code, "vendor")
+        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+        with open(os.path.join(rd, "logs", node + ".stderr"), "ab") as err:
+            p = subprocess.Popen([sys.executable, "-m", "testbed.nodes", cfg], cwd=code, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
+                                 close_fds=True)
+        tmp = self.pid_file(run, node) + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(p.pid))
+        os.replace(tmp, self.pid_file(run, node))
+        _children[p.pid] = p
+        return p.pid
+
+    def run_processes(self, run: str | None) -> dict[int, str]:
+        """Live node processes of one run (None: of every run under this root), by command line."""
+        prefix = os.path.join(self.root, "runs") + "/"
+        if run is not None:
+            prefix = self.run_dir(run) + "/"
+        return procs.node_processes(prefix)
+
+    def agents(self, run: str | None) -> list[int]:
+        """Other ``tbhost.py ... agent RUN`` processes of this root (of one run, or all)."""
+        out = []
+        for e in os.listdir("/proc"):
+            if not e.isdigit() or int(e) == os.getpid():
+                continue
+            args = procs.cmdline(int(e))
+            if (len(args) >= 3 and args[1].endswith("tbhost.py") and "agent" in args
+                    and "--root" in args and os.path.abspath(os.path.expanduser(
+                        args[args.index("--root") + 1])) == self.root
+                    and (run is None or args[-1] == run)):
+                out.append(int(e))
+        return out
+
+    def stop(self, run: str | None) -> list:
+        for p in self.agents(run):  # sessions a controller left open (they end with it anyway)
+            procs.kill(p, signal.SIGTERM)
+        containers = [c[:12] for c in self.remove_containers(run)]
+        pids = list(self.run_processes(run))
+        for p in pids:
+            procs.kill(p, signal.SIGCONT)  # a stopped process does not act on SIGTERM
+        left = procs.escalate(pids, ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)))
+        if left:
+            raise RuntimeError(f"processes survived SIGKILL: {left}")
+        return pids + containers
+
+
+def is_node(pid: int, host: Host, run: str, node: str) -> bool:
+    """Is ``pid`` still the process of this node (a pid file can outlive its process)?"""
+    return procs.is_node(pid, os.path.join(host.run_dir(run), "configs", node + ".json"))
+
+
+def unpack_configs(host: Host, run: str, tar_path: str) -> None:
+    rd = host.run_dir(run)
+    for d in ("configs", "logs", "state", "pids"):
+        os.makedirs(os.path.join(rd, d), mode=0o700, exist_ok=True)
+    with tarfile.open(tar_path) as tf:
+        for m in tf.getmembers():
+            if not m.isfile() or "/" in m.name or not m.name.endswith(".json"):
+                continue
+            safe(m.name[:-5])
+            f = tf.extractfile(m)
+            with open(os.path.join(rd, "configs", m.name), "wb") as out:
+                out.write(f.read() if f else b"")
+    os.unlink(tar_path)

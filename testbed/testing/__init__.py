@@ -1,0 +1,11 @@
+"""Test support shared by tests/ and benchmarks/ (never imported by the rest of ``testbed``).
+
+- :mod:`~testbed.testing.harness`: real node processes on loopback by hand (runtime tests,
+  ``bench_hop``, ``bench_link``).
+- :mod:`~testbed.testing.testhosts`: the SSH test hosts (containers) of the Ansible tests and
+  ``bench_ansible``.
+- :mod:`~testbed.testing.synthetic`: synthetic run directories with known answers (analysis tests,
+  ``bench_analysis``).
+
+An import-linter contract in ``pyproject.toml`` keeps the package free of imports of this one.
+"""
