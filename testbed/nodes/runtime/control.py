@@ -179,6 +179,7 @@ class _CtlProtocol(asyncio.Protocol):
         self.last_seq = 0
         self.refused = False
         self.timer: asyncio.TimerHandle | None = None
+        self.pre_auth_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -209,6 +210,8 @@ class _CtlProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.refused:
             return
+        if self.last_seq == 0:
+            self.pre_auth_bytes += len(data)
         try:
             for p in self.decoder.feed(data):
                 env = codec.decode(p)
@@ -224,6 +227,11 @@ class _CtlProtocol(asyncio.Protocol):
             self.refuse("too-large" if isinstance(e, FrameTooLarge) else "malformed", f"bad frame: {e}")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.last_seq == 0 and not self.refused and self.pre_auth_bytes:
+            # sent something, but closed before a complete request (silent connections: not counted)
+            self.refused = True
+            self.server.rt.reject("control", self.peer, "incomplete",
+                                  f"closed after {self.pre_auth_bytes} bytes without a complete request")
         self.server.conns.discard(self)
         if self.timer is not None:
             self.timer.cancel()

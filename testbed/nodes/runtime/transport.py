@@ -234,6 +234,7 @@ class _InProtocol(asyncio.Protocol):
         self.nonce = auth.nonce()
         self.peer = "?"
         self.timer: asyncio.TimerHandle | None = None
+        self.refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -246,12 +247,14 @@ class _InProtocol(asyncio.Protocol):
     def _hello_timeout(self) -> None:
         self.timer = None
         if self.src is None and self.transport is not None and not self.transport.is_closing():
+            self.refused = True
             self.tr.reject("data", self.peer, "timeout", f"no valid hello within {HELLO_TIMEOUT_S:g}s")
             self.transport.abort()
 
     def _refuse(self, e: Exception) -> None:
         reason = getattr(e, "reason", "too-large" if isinstance(e, FrameTooLarge) else "malformed")
         who = self.peer if self.src is None else f"{self.src}@{self.peer}"
+        self.refused = True
         self.tr.reject("data", who, reason, str(e))
         if self.transport is not None:
             self.transport.abort()
@@ -299,6 +302,11 @@ class _InProtocol(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        if self.src is None and not self.refused and self.decoder.pending:
+            # sent part of a frame, then closed before a complete hello (a connection that
+            # sends nothing at all, e.g. a port probe, is not counted)
+            self.tr.reject("data", self.peer, "incomplete",
+                           f"closed after {self.decoder.pending} bytes without a complete hello")
         self.tr.inbound.discard(self)
 
 
