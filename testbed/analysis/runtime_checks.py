@@ -3,9 +3,9 @@
 * ``control_provenance`` (a check): every state change applied through a node's control
   channel (``ctl_applied`` of stall, unstall, cut, heal, partition, heal_partition,
   set_links) must be explained by an entry of the manifest's fault timeline (scheduled or
-  injected) of the matching op, touching that node, at the same time (within
-  ``TOLERANCE_S``; the link state a restarted node gets back is explained by its
-  ``restart`` up to ``RESTORE_S`` later). A node that went silent -- no periodic ``cpu``
+  injected) of the matching op, touching that node, at the same time (between the action's
+  ``actual_s`` and ``done_s``, give or take ``TOLERANCE_S``; the link state a restarted node
+  gets back is explained by its ``restart`` up to ``RESTORE_S`` later). A node that went silent -- no periodic ``cpu``
   line for ``SILENCE_S`` while its process lived on, as a paused (SIGSTOP) process does --
   must be explained by a pause, crash or restart of that node. Either unexplained is a
   violation: the run's results may be wrong (e.g. a broker stalled by someone else).
@@ -58,7 +58,9 @@ def timeline_entries(manifest: dict[str, Any], plan: dict[str, Any]) -> list[dic
             nodes.update(str(n) for n in g)
         if e.get("op") == "set_link":
             nodes = None if e.get("injected") else links_by_fault.get(int(e.get("fault", -1)))
+        done = e.get("done_s")
         out.append({"op": e.get("op"), "nodes": nodes, "at_s": float(e["actual_s"]),
+                    "done_s": float(done) if isinstance(done, (int, float)) else float(e["actual_s"]),
                     "fault": e.get("fault"), "injected": bool(e.get("injected"))})
     return out
 
@@ -70,7 +72,8 @@ def explains(entry: dict[str, Any], node: str, op: str, t_s: float) -> bool:
         return False
     if entry["op"] == "restart":
         return entry["at_s"] - TOLERANCE_S <= t_s <= entry["at_s"] + RESTORE_S
-    return abs(t_s - entry["at_s"]) <= TOLERANCE_S
+    # between the controller firing the action and its control calls returning (+ clock slack)
+    return entry["at_s"] - TOLERANCE_S <= t_s <= max(entry["done_s"], entry["at_s"]) + TOLERANCE_S
 
 
 def explains_silence(entry: dict[str, Any], node: str, start_s: float, end_s: float) -> bool:

@@ -55,9 +55,14 @@ def test_stall_no_schedule_explains_fails(spark):
 def test_state_change_on_another_node_or_time_fails(spark):
     h = history()
     h["ctl_applied"] += [applied("b2", "stall", 3.0),  # the stall at 3 s was b1's
-                         applied("b1", "partition", 6.0, args=["b2", "id=x"])]  # a cut, not a partition
-    r = check_control_provenance(context(spark, h, timeline=TIMELINE))
-    assert r.violations == 2
+                         applied("b1", "partition", 6.0, args=["b2", "id=x"]),  # a cut, not a partition
+                         applied("b1", "stall", 9.0),  # b1's stall was at 3 s
+                         applied("b2", "unstall", 19.5)]  # explained: the unstall's calls took until 18 s
+    late = entry("unstall", ["b2"], at=16.0, fault=3, done_s=18.0)
+    r = check_control_provenance(context(spark, h, timeline=TIMELINE + [late]))
+    assert r.violations == 3, r.examples
+    assert [(e["node"], e["op"], e["t_s"]) for e in r.examples] == [
+        ("b2", "stall", 3.0), ("b1", "partition", 6.0), ("b1", "stall", 9.0)]
 
 
 def test_silence_without_pause_fails(spark):
