@@ -8,7 +8,9 @@
   and only once the sender has checked that is the peer up. A stranger, a node of
   another run or garbage is refused (connection closed, counted and logged as
   ``conn_rejected`` through ``on_reject``); nothing is added per data frame.
-  Frames for a destination never reached yet are queued (at most
+  Before the hello frames are limited to ``HANDSHAKE_MAX_FRAME`` bytes, and a
+  connection without a valid hello after ``HELLO_TIMEOUT_S`` is closed.
+* Outbound: frames for a destination never reached yet are queued (at most
   ``queue_limit``, beyond that dropped as ``queue-full``) until the first
   connection; after a connection is lost, frames are dropped (``no-connection``)
   until the reconnect succeeds. Reconnects back off from 50 ms, doubling, to 1 s.
@@ -17,8 +19,8 @@
 * Inbound: one :class:`FrameDecoder` per connection (asyncio Protocols, no
   streams); the hello frame names the peer; every later frame goes to
   ``on_message(src, msg)``. Any error on a connection goes down one path,
-  ``connection_lost`` (framing errors close the connection and are reported on
-  stderr; exceptions raised by ``on_message`` go to ``on_fatal``).
+  ``connection_lost`` (framing errors close the connection and are counted and
+  logged through ``on_reject``; exceptions raised by ``on_message`` go to ``on_fatal``).
 """
 
 from __future__ import annotations
