@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from common import pct  # noqa: E402
-from testbed.providers.control import Controls  # noqa: E402
+from testbed.providers.control import Controls, run_secret  # noqa: E402
 from testbed.providers.engine import connect  # noqa: E402
 from testbed.providers.image import DEFAULT_TAG, ensure_image, image_size  # noqa: E402
 from testbed.providers.docker.provider import DockerProvider  # noqa: E402
@@ -92,7 +92,7 @@ def bench_faults(count: int, gap: float, root: Path, image: str) -> dict:
     run = new_run(root, plan, "faults")
     p = DockerProvider(image)
     dep = p.up(plan, run, lambda m: None)
-    controls = Controls(dep)
+    controls = Controls(dep, secret=run_secret(run), origin="schedule")
     try:
         runner = ScheduleRunner(run, p, dep, controls)
         runner.start_workload(duration_s=actions[-1].at_s + 2.0)

@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from testbed.testing.harness import NodeProc, free_ports, read_log, wait_for  # noqa: E402
+from testbed.testing.harness import NodeProc, free_ports, read_log, wait_for, write_config  # noqa: E402
 
 
 def configs(workdir: str, rate: float, size: int, duration: float, sub_filter: str, subs_in_prt: int) -> dict:
@@ -52,11 +52,7 @@ def configs(workdir: str, rate: float, size: int, duration: float, sub_filter: s
             "duration_s": duration, "log_path": os.path.join(workdir, "logs", f"{n}.jsonl"),
             "state_dir": os.path.join(workdir, "state", n), "log_flush_ms": 100,
         }
-        path = os.path.join(workdir, f"{n}.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(cfg, f)
-        cfg["_path"] = path
-        out[n] = cfg
+        out[n] = write_config(workdir, n, cfg)
     return out
 
 

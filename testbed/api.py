@@ -191,18 +191,19 @@ class Session:
 def bring_up(plan, topo_path: str, set_vars: dict[str, Any], root: Path, progress: Progress) -> Session:
     """Create the run directory, start every node, measure clock offsets. Cleans up on failure."""
     from testbed.providers.registry import get_provider
-    from testbed.providers.control import Controls
+    from testbed.providers.control import Controls, run_secret
     from testbed.runs.clock import estimate_offsets
 
     provider = get_provider(plan.provider)
     run = RunDir.create(root, new_run_id(plan.name))
     _write_run_files(run, plan, topo_path, set_vars)
+    secret = run_secret(run, create=True)  # runs/<id>/secret, 0600; the nodes get it in their configs
     mark_active(root, run.run_id, True)
     progress(f"run {run.run_id}: bringing up {len(plan.nodes)} nodes with provider {plan.provider}")
     t = time.monotonic()
     try:
         deployment = provider.up(plan, run, progress)
-        controls = Controls(deployment)
+        controls = Controls(deployment, secret=secret, origin="schedule")
         offsets = estimate_offsets(deployment, controls)
     except BaseException:
         progress("bring-up failed; removing what was started")
@@ -317,7 +318,7 @@ def down(run: str | None = None, *, runs_dir: str | None = None, all_runs: bool 
 def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, Any]:
     """Nodes, faults fired, the next one due."""
     from testbed.providers.registry import get_provider
-    from testbed.providers.control import Controls
+    from testbed.providers.control import Controls, run_secret
 
     rd = find_run(run, runs_dir)
     m = rd.manifest
@@ -325,7 +326,7 @@ def status(run: str | None = None, *, runs_dir: str | None = None) -> dict[str, 
     provider = get_provider(m.get("provider", "local"))
     nodes = provider.status(rd)
     try:
-        controls = Controls(rd.deployment(), timeout=1.0)
+        controls = Controls(rd.deployment(), timeout=1.0, secret=run_secret(rd))
         replies = controls.call_many((s.node, "status", {}) for s in nodes if s.state == "running")
         controls.close()
         for s in nodes:
@@ -402,10 +403,10 @@ def inject(fault_text: str, run: str | None = None, *, runs_dir: str | None = No
 def _execute_now(rd: RunDir, actions, progress: Progress) -> list[dict[str, Any]]:
     from testbed.faults.schedule import ScheduleRunner, timeline_entry
     from testbed.providers.registry import get_provider
-    from testbed.providers.control import Controls
+    from testbed.providers.control import Controls, run_secret
 
     deployment = rd.deployment()
-    controls = Controls(deployment)
+    controls = Controls(deployment, secret=run_secret(rd), origin="inject")
     m = rd.manifest
     runner = ScheduleRunner(rd, get_provider(m.get("provider", "local")), deployment, controls)
     t0 = m.get("t0_wall_ns")

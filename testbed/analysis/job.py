@@ -111,7 +111,9 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
 
         ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
         results: list[CheckResult] = []
-        for chk in checks_for(ctx.protocol):
+        from testbed.analysis import runtime_checks
+
+        for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:  # runtime checks: every protocol
             t = time.monotonic()
             try:
                 r = chk(ctx)
@@ -128,6 +130,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         t = time.monotonic()
         metrics = compute_metrics(ctx)
         metrics["events"] = dict(rep.events)
+        metrics["rejected"] = runtime_checks.rejected_summary(ctx)
         progress(f"metrics: {len(metrics['latency'])} site pair(s), {len(metrics['faults'])} fault(s) "
                  f"({time.monotonic() - t:.1f} s)")
 

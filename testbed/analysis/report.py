@@ -22,6 +22,28 @@ def _cell(s: Any) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
+def _rejected_warning(rej: dict[str, Any]) -> list[str]:
+    """A warning for the top of the report when control requests were refused."""
+    if not rej.get("control"):
+        return []
+    nodes = ", ".join(f"{n} ({d['control']})" for n, d in rej.get("by_node", {}).items() if d.get("control"))
+    return [f"> **Warning: {rej['control']} control request(s) or connection(s) were refused** "
+            f"(not authenticated with this run's secret, replayed or malformed) at {_cell(nodes)}. "
+            "Refused requests change nothing; see *Refused connections* below and `control_provenance`.", ""]
+
+
+def _rejected_section(rej: dict[str, Any]) -> list[str]:
+    L = ["", "## Refused connections", ""]
+    if not rej.get("total"):
+        return L + ["No connection or control request was refused."]
+    chans = sorted({c for d in rej["by_node"].values() for c in d})
+    L += ["| node | " + " | ".join(chans) + " | total |", "|---|" + "---:|" * (len(chans) + 1)]
+    for n, d in rej["by_node"].items():
+        L.append(f"| {_cell(n)} | " + " | ".join(str(d.get(c, 0)) for c in chans) + f" | {sum(d.values())} |")
+    L += ["", "By reason: " + ", ".join(f"{_cell(r)} {n}" for r, n in rej.get("reasons", {}).items()) + "."]
+    return L
+
+
 def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any], ingest: dict[str, Any],
                   checks: list[dict[str, Any]], metrics: dict[str, Any], figures: list[Path],
                   out_dir: Path) -> str:
@@ -33,6 +55,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         "",
         f"**Result: {'PASS' if ok else 'FAIL'}** ({sum(c['passed'] for c in checks)}/{len(checks)} checks passed)",
         "",
+        *_rejected_warning(metrics.get("rejected") or {}),
         "| | |",
         "|---|---|",
         f"| topology | {_cell(plan.get('name', '?'))} |",
@@ -105,6 +128,8 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
                   f"fault margin {d.get('fault_margin_s')} s)."]
     else:
         L.append(f"No checks registered for protocol `{plan.get('protocol')}`.")
+
+    L += _rejected_section(metrics.get("rejected") or {})
 
     L += ["", "## Metrics", ""]
     if metrics.get("latency"):

@@ -17,7 +17,7 @@ import time
 from testbed.errors import TestbedError
 from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s, timeline_entry
 from testbed.providers.registry import get_provider
-from testbed.providers.control import Controls
+from testbed.providers.control import Controls, run_secret
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action
 
@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     run = RunDir(args.run_dir)
     try:
         deployment = run.deployment()
-        controls = Controls(deployment)
+        controls = Controls(deployment, secret=run_secret(run),
+                            origin="schedule" if args.schedule else "inject")
         provider = get_provider(run.manifest.get("provider", "local"))
         runner = ScheduleRunner(run, provider, deployment, controls,
                                 on_event=lambda e: _log(json.dumps(e, default=str)))

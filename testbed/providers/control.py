@@ -4,26 +4,91 @@ Link faults (cut, heal, partition, stall, set_link), workload start/stop,
 status and graceful shutdown all travel over each node's control channel.
 One persistent connection per node, opened before the schedule starts, so no
 connection set-up sits on a fault's critical path.
+
+Every request is authenticated with the run's secret (``runs/<id>/secret``, mode
+0600, made at ``up`` by :func:`run_secret`; see ``testbed/nodes/runtime/auth.py``)
+and names its ``origin`` (``schedule``, ``inject`` or ``housekeeping``), which
+the node logs with every applied op (``ctl_applied``).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Iterable
 
-from testbed.errors import ProviderError
+from testbed.errors import ProviderError, RunError
+from testbed.nodes.runtime.auth import SECRET_KEY, new_secret, parse_secret
 from testbed.nodes.runtime.control_client import ControlClient
-from testbed.providers.base import Deployment
+from testbed.runs.deployment import Deployment
+
+SECRET_FILE = "secret"
+
+
+def run_secret(run: Any, create: bool = False) -> bytes:
+    """The run's secret from ``<run dir>/secret`` (0600); ``create``: make it if there is none.
+
+    Made once per run at ``up`` (``os.urandom``, 32 bytes, stored as hex). Never written to
+    the manifest, plan, logs or report, never passed on a command line.
+    """
+    path = Path(run.path) / SECRET_FILE
+    if create:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(new_secret().hex() + "\n")
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        raise RunError(f"{path}: the run has no secret (made at `up`); its nodes cannot be "
+                       f"controlled without it") from None
+    except OSError as e:
+        raise RunError(f"{path}: cannot read the run secret: {e.strerror}") from None
+    try:
+        return parse_secret(text)
+    except ValueError as e:
+        raise RunError(f"{path}: {e}") from None
+
+
+def write_private_json(path: Path | str, data: Any) -> None:
+    """Write a JSON file readable by its owner only (0600), atomically: node configs hold the secret."""
+    path = Path(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)
+        json.dump(data, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def redact(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A node config without its secret (for anything printed or logged)."""
+    return {k: ("<redacted>" if k == SECRET_KEY else v) for k, v in cfg.items()}
 
 
 class Controls:
-    """Pooled control clients for one deployment. Thread-safe per node."""
+    """Pooled control clients for one deployment. Thread-safe per node.
 
-    def __init__(self, deployment: Deployment, timeout: float = 5.0):
+    ``secret``: the run's (:func:`run_secret`); ``origin``: who drives the nodes through this
+    pool -- ``schedule`` (the fault schedule), ``inject`` (``testbed inject``) or
+    ``housekeeping`` (start-up, status, clock, shutdown).
+    """
+
+    def __init__(self, deployment: Deployment, timeout: float = 5.0, *, secret: bytes,
+                 origin: str = "housekeeping"):
         self.deployment = deployment
         self.timeout = timeout
+        self.secret = secret
+        self.origin = origin
         self._clients: dict[str, ControlClient] = {}
         self._locks: dict[str, threading.Lock] = {n: threading.Lock() for n in deployment.endpoints}
         self._pool = ThreadPoolExecutor(max_workers=min(32, max(4, len(deployment.endpoints))))
@@ -32,7 +97,8 @@ class Controls:
         c = self._clients.get(node)
         if c is None:
             ep = self.deployment.endpoints[node]
-            c = ControlClient(ep.control[0], ep.control[1], timeout=self.timeout)
+            c = ControlClient(ep.control[0], ep.control[1], timeout=self.timeout, secret=self.secret,
+                              origin=self.origin, run_id=self.deployment.run_id)
             self._clients[node] = c
         return c
 
@@ -76,7 +142,8 @@ class Controls:
                         raise ProviderError(f"exited during start-up: {why}", node=node)
                 ep = self.deployment.endpoints[node]
                 try:
-                    c = ControlClient(ep.control[0], ep.control[1], timeout=1.0)
+                    c = ControlClient(ep.control[0], ep.control[1], timeout=1.0, secret=self.secret,
+                                      origin=self.origin, run_id=self.deployment.run_id)
                     c.call("ping")
                     self._clients[node] = c
                     pending.discard(node)
@@ -117,14 +184,16 @@ def shutdown_nodes(run, nodes=None, timeout: float = 2.0) -> None:
     Best effort: a run without a deployment, or a node that does not answer, is left to the
     provider's harder means (signals, ``docker kill``). Every provider's ``down`` starts here.
     """
-    from testbed.errors import RunError
-
     try:
         deployment = run.deployment()
     except RunError:
         return
     targets = [n for n in (nodes if nodes is not None else deployment.endpoints) if n in deployment.endpoints]
-    controls = Controls(deployment, timeout=timeout)
+    try:
+        secret = run_secret(run)
+    except RunError:
+        return
+    controls = Controls(deployment, timeout=timeout, secret=secret)
     try:
         controls.call_many((n, "shutdown", {}) for n in targets)
     finally:

@@ -30,8 +30,12 @@ def render_node_config(
     emulation: str,
     log_path: str,
     state_dir: str,
+    secret: bytes,
 ) -> dict[str, Any]:
-    """The config of one process. Addresses are the provider's; everything else is the plan's."""
+    """The config of one process. Addresses are the provider's; everything else is the plan's.
+
+    ``secret`` is the run's (``testbed.providers.control.run_secret``): the config holds it, so
+    providers write configs mode 0600 (``write_private_json``) and never print them."""
     n = plan.nodes[node]
     clients = None
     if n.clients is not None:
@@ -62,4 +66,5 @@ def render_node_config(
         "log_path": log_path,
         "state_dir": state_dir,
         "log_flush_ms": LOG_FLUSH_MS,
+        "secret": secret.hex(),
     }

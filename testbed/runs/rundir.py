@@ -8,7 +8,8 @@ Layout (``runs/<run-id>/``)::
     topology.rendered.yaml the file after Jinja2 rendering
     state.json             provider state (pids, container ids, ...), written before side effects
     deployment.json        endpoints of every node (data and control addresses)
-    configs/<node>.json    the node configs
+    configs/<node>.json    the node configs (mode 0600: they hold the run secret)
+    secret                 the run secret, hex, mode 0600 (testbed.providers.control.run_secret)
     logs/<node>.jsonl      every node's event log (collected here)
     state/<node>/          per-node stable storage (survives restarts)
     controller.log         the background controller's log (schedule runner)

@@ -49,10 +49,16 @@ def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", pro
     return cfgs
 
 
+TEST_SECRET = "7e57" * 16  # the run secret of hand-made configs (one "run" per test)
+
+
 def write_config(workdir: str, name: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Write ``workdir/<name>.json``; the returned config remembers its path as ``_path``."""
+    """Write ``workdir/<name>.json`` (mode 0600; a ``secret`` is added if the config has none);
+    the returned config remembers its path as ``_path``."""
     path = os.path.join(workdir, f"{name}.json")
-    with open(path, "w", encoding="utf-8") as f:
+    cfg.setdefault("secret", TEST_SECRET)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(cfg, f, indent=1)
     cfg["_path"] = path
     return cfg
@@ -67,7 +73,8 @@ class NodeProc:
         self.stderr_path = cfg["_path"] + ".stderr"
         self._env = env
         self.proc: subprocess.Popen | None = None
-        self.ctl = ControlClient(cfg["control"][0], cfg["control"][1], timeout=5.0)
+        self.ctl = ControlClient(cfg["control"][0], cfg["control"][1], timeout=5.0,
+                                 secret=bytes.fromhex(cfg["secret"]))
 
     def start(self) -> "NodeProc":
         env = dict(os.environ)

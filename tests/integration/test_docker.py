@@ -49,17 +49,19 @@ def image(client):
     return ensure_image(client, DEFAULT_TAG, print, offline_base=True)
 
 
-def control_call(addr: tuple[str, int], op: str, timeout: float = 2.0, **args) -> dict:
-    with ControlClient(addr[0], addr[1], timeout=timeout) as c:
+def control_call(run, addr: tuple[str, int], op: str, timeout: float = 2.0, **args) -> dict:
+    from testbed.providers.control import run_secret
+
+    with ControlClient(addr[0], addr[1], timeout=timeout, secret=run_secret(run)) as c:
         return c.call(op, **args)
 
 
-def wait_ping(addr: tuple[str, int], timeout: float = 30.0) -> dict:
+def wait_ping(run, addr: tuple[str, int], timeout: float = 30.0) -> dict:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            return control_call(addr, "ping", timeout=1.0)
+            return control_call(run, addr, "ping", timeout=1.0)
         except (OSError, ConnectionError) as e:
             last = e
             time.sleep(0.1)
@@ -162,7 +164,7 @@ def test_up_faults_down(client, image, tmp_path):
         st = run.state
         assert set(st["containers"]) == set(plan.nodes)
         for n, ep in dep.endpoints.items():
-            assert control_call(tuple(ep.control), "ping")["node"] == n
+            assert control_call(run, tuple(ep.control), "ping")["node"] == n
             c = client.api.inspect_container(st["containers"][n]["id"])
             assert c["Name"] == f"/tb-{run.run_id}-{n}"
             assert c["Config"]["Labels"]["testbed.run"] == run.run_id
@@ -175,12 +177,12 @@ def test_up_faults_down(client, image, tmp_path):
 
         # traffic flows between containers by network alias
         b1 = tuple(dep.endpoints["b1"].control)
-        r = control_call(b1, "send", dst="b2", n=5)
+        r = control_call(run, b1, "send", dst="b2", n=5)
         assert r.get("ok") is not False, r
         deadline = time.monotonic() + 10
         got: dict = {}
         while time.monotonic() < deadline:
-            got = control_call(tuple(dep.endpoints["b2"].control), "received")
+            got = control_call(run, tuple(dep.endpoints["b2"].control), "received")
             if got.get("recv", {}).get("b1/ping", 0) >= 5:
                 break
             time.sleep(0.1)
@@ -203,7 +205,7 @@ def test_up_faults_down(client, image, tmp_path):
         p.process_action(run, act("restart", "b3"))
         dep = run.deployment()
         assert (dep.endpoints["b3"].data, dep.endpoints["b3"].control) == (before.data, before.control)
-        assert wait_ping(tuple(dep.endpoints["b3"].control))["node"] == "b3"
+        assert wait_ping(run, tuple(dep.endpoints["b3"].control))["node"] == "b3"
         assert states(p, run)["b3"] == "running"
         with pytest.raises(ProviderError, match="still running"):
             p.process_action(run, act("restart", "b3"))
@@ -213,10 +215,10 @@ def test_up_faults_down(client, image, tmp_path):
         p.process_action(run, act("pause", "b2"))
         assert states(p, run)["b2"] == "paused"
         with pytest.raises(OSError):
-            control_call(b2, "ping", timeout=0.5)
+            control_call(run, b2, "ping", timeout=0.5)
         p.process_action(run, act("resume", "b2"))
         assert states(p, run)["b2"] == "running"
-        assert control_call(b2, "ping")["node"] == "b2"
+        assert control_call(run, b2, "ping")["node"] == "b2"
 
         with pytest.raises(ProviderError):
             p.process_action(run, act("explode", "b2"))
@@ -242,7 +244,7 @@ def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
         dep = p.up(plan, run, lambda m: None)
         for n, ep in dep.endpoints.items():
             assert ep.control[0] == "127.0.0.1" and ep.control[1] != 7001
-            assert control_call(tuple(ep.control), "ping")["node"] == n
+            assert control_call(run, tuple(ep.control), "ping")["node"] == n
         assert not (run.logs_dir / "b1.jsonl").exists()  # nothing bind-mounted
         time.sleep(0.3)
         p.collect(run, lambda m: None)

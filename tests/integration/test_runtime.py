@@ -302,7 +302,7 @@ def test_control_client_errors():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ConnectionError):
-        ControlClient("127.0.0.1", port, timeout=1).call("ping")
+        ControlClient("127.0.0.1", port, timeout=1, secret=b"k" * 32).call("ping")
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -310,8 +310,8 @@ def test_control_client_errors():
     t = threading.Thread(target=lambda: conns.append(srv.accept()), daemon=True)
     t.start()
     try:
-        with pytest.raises(TimeoutError, match="no reply to 'ping'"):
-            ControlClient("127.0.0.1", srv.getsockname()[1], timeout=0.3).call("ping")
+        with pytest.raises(TimeoutError, match="no challenge"):
+            ControlClient("127.0.0.1", srv.getsockname()[1], timeout=0.3, secret=b"k" * 32).call("ping")
     finally:
         t.join(2)
         for c, _ in conns:

@@ -33,12 +33,16 @@ Node config (one JSON file per process, rendered from the Plan by
     log_path     str      where to append the JSON-lines event log
     state_dir    str      a directory that survives restarts (stable storage, e.g. Gryphon logs)
     log_flush_ms int      flush interval (<= 100)
+    secret       str      the run secret, hex (made by the controller at ``up``; the config
+                          file is mode 0600; see ``runtime/auth.py``)
 
 Wire: every frame is a msgpack map with key ``"k"`` naming the message kind.
-The runtime opens one outbound TCP connection per destination; the first
-frame on it is ``{"k": "hello", "from": name, "run": run_id}`` (consumed by
-the runtime; the receiving runtime answers ``{"k": "hello_ack", "from": name}``
-and the peer counts as up only then). Frames on one link are delivered in FIFO order unless the link
+The runtime opens one outbound TCP connection per destination; the receiver
+first sends a challenge nonce, the sender's first frame is
+``{"k": "hello", "from": name, "run": run_id, "nonce", "mac"}`` (an HMAC with
+the run secret; consumed by the runtime; the receiving runtime checks it before
+any other frame and answers ``{"k": "hello_ack", "from": name, "mac"}``, and the
+peer counts as up only once the sender has checked that). Frames on one link are delivered in FIFO order unless the link
 says ``reorder``.
 
 Connection semantics: messages to a destination that was never reached yet are

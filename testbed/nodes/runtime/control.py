@@ -8,6 +8,18 @@ partition, heal_partition, stall, unstall, start, stop_workload, shutdown;
 anything else goes to ``Node.on_control`` and, if the node does not know it
 either, gets ``ok: false``. Every applied op is logged (``link_set``,
 ``link_state``, ``stall``, ``workload``, ``node_stop``).
+
+Authentication (:mod:`auth`): on accept the node sends a challenge nonce; every
+request travels in an envelope ``{"seq", "body", "mac"}`` keyed by the run
+secret and that nonce, with ``seq`` increasing on the connection. A request
+that is unauthenticated, carries a bad MAC or replays a ``seq`` is refused with
+``{"ok": false, "error": "refused: ..."}``, changes nothing, is counted and
+logged (``conn_rejected``, rate-limited), and the connection is closed.
+
+Every applied op other than the read-only ``ping``, ``clock`` and ``status`` is
+logged as ``ctl_applied`` with its ``origin`` (the request's ``origin`` field:
+``schedule``, ``inject`` or ``housekeeping``; ``unknown`` when absent) and the
+controller's address.
 """
 
 from __future__ import annotations
@@ -19,8 +31,8 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from testbed.nodes.runtime import codec
-from testbed.nodes.runtime.framing import FrameDecoder, FrameError
+from testbed.nodes.runtime import auth, codec
+from testbed.nodes.runtime.framing import FrameDecoder, FrameError, FrameTooLarge
 from testbed.nodes.runtime.linkemu import LinkSpec
 
 if TYPE_CHECKING:
@@ -61,6 +73,7 @@ class ControlOps:
             "emulation": rt.emulation, "workload": rt.workload_state,
             "links": {p: ln.state.spec.to_dict() for p, ln in sorted(eg.links.items())},
             "sched": eg.sched_summary(), "node_status": rt.node.status(),
+            "rejected": dict(rt.rejects.totals),
         }
 
     def set_links(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -147,32 +160,82 @@ class ControlOps:
 
 BUILTIN_OPS = ("ping", "clock", "status", "set_links", "cut", "heal", "partition", "heal_partition",
                "stall", "unstall", "start", "stop_workload", "shutdown")
+READ_ONLY_OPS = ("ping", "clock", "status")
+ORIGINS = ("schedule", "inject", "housekeeping")
+AUTH_TIMEOUT_S = 10.0  # a connection that sends no valid request in this time is closed
+CTL_MAX_FRAME = 1024 * 1024
 
 
 class _CtlProtocol(asyncio.Protocol):
     def __init__(self, server: "ControlServer") -> None:
         self.server = server
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(CTL_MAX_FRAME)
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
+        self.peer = "?"
+        self.nonce = auth.nonce()
+        self.key = b""
+        self.last_seq = 0
+        self.refused = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.pre_auth_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.peer = auth.peer_name(transport)
+        rt = self.server.rt
+        self.key = auth.control_key(rt.secret, rt.run_id, rt.name, self.nonce)
+        transport.write(codec.frame({"k": "challenge", "nonce": self.nonce, "node": rt.name,  # type: ignore[attr-defined]
+                                     "run": rt.run_id}))
         self.task = asyncio.get_running_loop().create_task(self._worker())
         self.server.conns.add(self)
+        self.timer = rt.loop.call_later(AUTH_TIMEOUT_S, self._auth_timeout)
+
+    def _auth_timeout(self) -> None:
+        self.timer = None
+        if self.last_seq == 0 and not self.refused:
+            self.refuse("timeout", f"no authenticated request within {AUTH_TIMEOUT_S:g}s")
+
+    def refuse(self, reason: str, detail: str) -> None:
+        """Refuse the connection: counted, logged (rate-limited), one error reply, closed."""
+        if self.refused:
+            return
+        self.refused = True
+        self.server.rt.reject("control", self.peer, reason, detail)
+        self._reply({"ok": False, "error": f"refused: {detail}"})
+        if self.transport is not None:
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
+        if self.last_seq == 0:
+            self.pre_auth_bytes += len(data)
         try:
             for p in self.decoder.feed(data):
-                self.queue.put_nowait(codec.decode(p))
+                env = codec.decode(p)
+                self.last_seq, body = auth.open_request(self.key, self.last_seq, env)
+                req = codec.decode(body)
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
+                self.queue.put_nowait(req)
+        except auth.AuthError as e:
+            self.refuse(e.reason, str(e))
         except FrameError as e:
-            self._reply({"ok": False, "error": f"bad frame: {e}"})
-            if self.transport is not None:
-                self.transport.close()
+            self.refuse("too-large" if isinstance(e, FrameTooLarge) else "malformed", f"bad frame: {e}")
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.last_seq == 0 and not self.refused and self.pre_auth_bytes:
+            # sent something, but closed before a complete request (silent connections: not counted)
+            self.refused = True
+            self.server.rt.reject("control", self.peer, "incomplete",
+                                  f"closed after {self.pre_auth_bytes} bytes without a complete request")
         self.server.conns.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
         if self.task is not None:
             self.task.cancel()
 
@@ -183,7 +246,21 @@ class _CtlProtocol(asyncio.Protocol):
     async def _worker(self) -> None:
         while True:
             req = await self.queue.get()
-            self._reply(await self.server.handle(req))
+            self._reply(await self.server.handle(req, self.peer))
+
+
+def _summary(args: dict[str, Any]) -> list[str]:
+    """A short, log-friendly list of a built-in op's arguments (peers, link destinations, id)."""
+    out: list[str] = []
+    peers = args.get("peers")
+    if isinstance(peers, list):
+        out += [str(p)[:64] for p in peers[:32]]
+    links = args.get("links")
+    if isinstance(links, dict):
+        out += [str(d)[:64] for d in list(links)[:32]]
+    if isinstance(args.get("id"), str):
+        out.append(f"id={args['id'][:64]}")
+    return out
 
 
 class ControlServer:
@@ -197,11 +274,21 @@ class ControlServer:
         self.server = await self.rt.loop.create_server(lambda: _CtlProtocol(self), host, port,
                                                        reuse_address=True)
 
-    async def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def handle(self, req: dict[str, Any], peer: str = "?") -> dict[str, Any]:
+        """Carry out one authenticated request."""
         op = req.get("op")
         if not isinstance(op, str):
             return {"ok": False, "error": "request has no 'op' string"}
-        args = {k: v for k, v in req.items() if k != "op"}
+        origin = req.get("origin")
+        origin = origin if isinstance(origin, str) and origin in ORIGINS else "unknown"
+        args = {k: v for k, v in req.items() if k not in ("op", "origin")}
+        rep = await self._apply(op, args)
+        if op not in READ_ONLY_OPS:
+            self.rt.log("ctl_applied", op=op[:64], origin=origin, peer=peer, ok=bool(rep.get("ok")),
+                        args=_summary(args) if op in BUILTIN_OPS else sorted(map(str, args))[:16])
+        return rep
+
+    async def _apply(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         try:
             if op in BUILTIN_OPS:
                 rep = getattr(self.ops, op)(args)

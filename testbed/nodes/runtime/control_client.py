@@ -1,6 +1,6 @@
 """A small synchronous client of a node's control channel (for the controller and tests).
 
-    c = ControlClient("127.0.0.1", 7001, timeout=5.0)
+    c = ControlClient("127.0.0.1", 7001, timeout=5.0, secret=run_secret, origin="schedule")
     c.call("ping")                    # -> {"ok": True, "node": "b1"}
     c.call("cut", peers=["b2"])
     c.close()
@@ -9,6 +9,11 @@
 TimeoutError (no reply within ``timeout``) or RuntimeError (the node replied
 ``ok: false``; the message is its error text). Depends only on the stdlib and
 the wire codec (msgpack).
+
+Each connection starts with the node's challenge nonce; every request is sealed
+with the run secret (:mod:`auth`: HMAC over a per-connection sequence number
+and the request) and carries ``origin`` (who asks: ``schedule``, ``inject`` or
+``housekeeping``), which the node logs with every applied op.
 """
 
 from __future__ import annotations
@@ -17,18 +22,25 @@ import socket
 import time
 from typing import Any
 
-from testbed.nodes.runtime import codec
+from testbed.nodes.runtime import auth, codec
 from testbed.nodes.runtime.framing import FrameDecoder, FrameError
 
 
 class ControlClient:
-    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
+    def __init__(self, host: str, port: int, timeout: float = 5.0, *, secret: bytes,
+                 origin: str = "housekeeping", run_id: str | None = None) -> None:
         self.host = host
         self.port = int(port)
         self.timeout = timeout
+        self.secret = secret
+        self.origin = origin
+        self.run_id = run_id  # when given, a node of another run is refused
         self._sock: socket.socket | None = None
         self._dec = FrameDecoder()
         self._replies: list[bytes] = []
+        self._key = b""
+        self._seq = 0
+        self.node: str | None = None  # as the node's challenge names it
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
@@ -42,16 +54,28 @@ class ControlClient:
             self._sock = s
             self._dec = FrameDecoder()
             self._replies = []
+            try:
+                ch = codec.decode(self._recv_frame(s, time.monotonic() + self.timeout, "challenge"))
+                nonce = auth.check_challenge(ch)
+                node, run = ch.get("node"), ch.get("run")
+                if not isinstance(node, str) or not isinstance(run, str):
+                    raise auth.AuthError("malformed", "challenge without node/run")
+                if self.run_id is not None and run != self.run_id:
+                    raise auth.AuthError("other-run", f"node {node!r} is in run {run!r}, not {self.run_id!r}")
+            except (auth.AuthError, FrameError) as e:
+                self.close()
+                raise ConnectionError(f"control {self.host}:{self.port}: {e}") from None
+            except BaseException:
+                self.close()
+                raise
+            self.node = node
+            self._key = auth.control_key(self.secret, run, node, nonce)
+            self._seq = 0
         return self._sock
 
-    def call(self, op: str, **args: Any) -> dict[str, Any]:
-        """Send one request and wait for its reply (the reply dict, ``ok`` is True)."""
-        req = {"op": op}
-        req.update(args)
-        s = self._connect()
-        deadline = time.monotonic() + self.timeout
+    def _recv_frame(self, s: socket.socket, deadline: float, what: str) -> bytes:
+        """The next frame (TimeoutError / ConnectionError as ``call`` raises them)."""
         try:
-            s.sendall(codec.frame(req))
             while not self._replies:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -62,9 +86,26 @@ class ControlClient:
                     raise ConnectionError(f"control {self.host}:{self.port}: connection closed by the node")
                 self._replies.extend(self._dec.feed(data))
         except socket.timeout:
+            raise TimeoutError(f"control {self.host}:{self.port}: no {what} within {self.timeout}s") from None
+        except OSError as e:
+            if isinstance(e, ConnectionError) and not e.errno:
+                raise
+            raise ConnectionError(f"control {self.host}:{self.port}: {e.strerror or e}") from None
+        return self._replies.pop(0)
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """Send one request and wait for its reply (the reply dict, ``ok`` is True)."""
+        req = {"op": op, "origin": self.origin}
+        req.update(args)
+        s = self._connect()
+        deadline = time.monotonic() + self.timeout
+        self._seq += 1
+        try:
+            s.sendall(codec.frame(auth.seal_request(self._key, self._seq, codec.encode(req))))
+            payload = self._recv_frame(s, deadline, f"reply to {op!r}")
+        except TimeoutError:
             self.close()  # a late reply would be mistaken for the next one's
-            raise TimeoutError(f"control {self.host}:{self.port}: no reply to {op!r} within "
-                               f"{self.timeout}s") from None
+            raise
         except FrameError as e:
             self.close()
             raise ConnectionError(f"control {self.host}:{self.port}: {e}") from None
@@ -74,8 +115,14 @@ class ControlClient:
         except OSError as e:
             self.close()
             raise ConnectionError(f"control {self.host}:{self.port}: {e.strerror or e}") from None
-        rep = codec.decode(self._replies.pop(0))
+        try:
+            rep = codec.decode(payload)
+        except FrameError as e:
+            self.close()
+            raise ConnectionError(f"control {self.host}:{self.port}: {e}") from None
         if not rep.get("ok"):
+            if str(rep.get("error", "")).startswith("refused:"):
+                self.close()  # the node closes a refused connection
             raise RuntimeError(str(rep.get("error", "unknown error")))
         return rep
 

@@ -105,3 +105,12 @@ declare("node_error", "runtime",
 declare("sched", "runtime",
         "Egress scheduling error (release - due) of one link over the node's life, at shutdown.",
         peer="str", n="int", p50_us="float", p99_us="float", max_us="float")
+declare("conn_rejected", "runtime",
+        "Connections or control requests refused (no proof of the run secret, another run, replay, "
+        "garbage, timeout); at most a few lines per second per reason, ``count`` includes the "
+        "suppressed ones.",
+        channel="str", peer="str", reason="str", detail="str", count="int")
+declare("ctl_applied", "runtime",
+        "A control request carried out (every op but ping/clock/status), with who asked: origin "
+        "schedule | inject | housekeeping | unknown, and the controller's address.",
+        op="str", origin="str", peer="str", ok="bool", args="list[str]")

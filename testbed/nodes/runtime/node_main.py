@@ -30,13 +30,14 @@ import time
 import traceback
 from typing import Any, Callable
 
-from testbed.nodes.runtime import api, codec
+from testbed.nodes.runtime import api, auth, codec
 from testbed.nodes.runtime.control import ControlServer
 from testbed.nodes.runtime.eventlog import EventLog
 from testbed.nodes.runtime.linkemu import Egress, LinkSpec
 from testbed.nodes.runtime.transport import Transport
 
-REQUIRED_KEYS = ("run_id", "node", "kind", "role", "protocol", "listen", "control", "peers", "log_path")
+REQUIRED_KEYS = ("run_id", "node", "kind", "role", "protocol", "listen", "control", "peers", "log_path",
+                 auth.SECRET_KEY)
 SELECT_MAX_PEERS = 300
 PERIODIC_S = 1.0
 DROP_FLUSH_S = 0.1
@@ -68,6 +69,10 @@ def load_config(path: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in cfg]
     if missing:
         raise ConfigError(f"{path}: missing key(s) {', '.join(missing)}")
+    try:
+        auth.parse_secret(cfg[auth.SECRET_KEY])
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}") from None  # the message never contains the secret
     _addr(path, "listen", cfg["listen"])
     _addr(path, "control", cfg["control"])
     if not isinstance(cfg["peers"], dict):
@@ -113,6 +118,8 @@ class NodeRuntime(api.Runtime):
     def __init__(self, config: dict[str, Any], loop: asyncio.AbstractEventLoop, early_s: float = 0.0001) -> None:
         self.config = config
         self.name: str = config["node"]
+        self.run_id = str(config["run_id"])
+        self.secret = auth.parse_secret(config[auth.SECRET_KEY])
         self.loop = loop
         self.rng = random.Random(config.get("seed", 0))
         self.emulation: str = config.get("emulation", "userspace")
@@ -128,6 +135,7 @@ class NodeRuntime(api.Runtime):
         self._shutting_down = False
         self._fatal = False
         self.evlog = EventLog(config["log_path"], self.name, config.get("log_flush_ms", 100))
+        self.rejects = auth.RejectLog(self.evlog.log)
         # The egress link emulation draws from its own stream so that protocol
         # randomness (self.rng) does not shift when links change.
         self.egress = Egress(loop, random.Random(f"{config.get('seed', 0)}/links"), self._deliver,
@@ -137,7 +145,7 @@ class NodeRuntime(api.Runtime):
         self.transport = Transport(loop, self.name, str(config["run_id"]), self.peers,
                                    on_message=self._on_message_unset, on_peer_up=self._peer_up,
                                    on_peer_down=self._peer_down, on_drop=self._on_drop,
-                                   on_fatal=self.fatal)
+                                   on_fatal=self.fatal, secret=self.secret, on_reject=self.reject)
         self.control = ControlServer(self)
         cls = api.resolve(config["protocol"], config["kind"], config["role"], config.get("node_class"))
         self.node: api.Node = cls(self)
@@ -214,6 +222,10 @@ class NodeRuntime(api.Runtime):
     def _deliver(self, peer: str, frames: list[bytes]) -> None:
         self.transport.send(peer, frames)
 
+    def reject(self, channel: str, peer: str, reason: str, detail: str) -> None:
+        """A refused or malformed connection or control request (counted; logged rate-limited)."""
+        self.rejects.reject(channel, peer, reason, detail)
+
     def _on_drop(self, peer: str, reason: str, count: int) -> None:
         self.transport.counters.dropped += count
         key = (peer, reason)
@@ -275,6 +287,7 @@ class NodeRuntime(api.Runtime):
         self.evlog.log("cpu", {"user_s": round(ru.ru_utime, 4), "sys_s": round(ru.ru_stime, 4),
                                "rss_kb": _rss_kb()})
         self.evlog.log("stats", self.transport.counters.as_dict())
+        self.rejects.flush()
         self._timers.append(self.loop.call_later(PERIODIC_S, self._periodic))
         if len(self._timers) > 8:
             self._timers = self._timers[-2:]
@@ -339,6 +352,7 @@ class NodeRuntime(api.Runtime):
         if lost:
             self._on_drop("*", "shutdown", lost)
         self._flush_drops()
+        self.rejects.flush()
         self.evlog.log("stats", self.transport.counters.as_dict())
         self.evlog.log("node_stop", {"reason": self._stop_reason})
         self.evlog.flush()

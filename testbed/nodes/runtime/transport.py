@@ -1,9 +1,16 @@
 """asyncio TCP transport: one data listener, one outbound connection per destination.
 
-* Outbound: the first frame on a connection is ``{"k": "hello", "from", "run"}``;
-  the receiving runtime answers ``{"k": "hello_ack", "from"}`` (the only frame
-  ever sent back on a data connection) and only then is the peer up.
-  Frames for a destination never reached yet are queued (at most
+* Handshake (:mod:`auth`): the receiver sends ``{"k": "challenge", "nonce"}`` on
+  accept; the sender answers ``{"k": "hello", "from", "run", "nonce", "mac"}``
+  (an HMAC with the run secret over sender, run, receiver and the receiver's
+  nonce); the receiver checks it before it processes any other frame, then
+  answers ``{"k": "hello_ack", "from", "mac"}`` (an HMAC over the sender's nonce),
+  and only once the sender has checked that is the peer up. A stranger, a node of
+  another run or garbage is refused (connection closed, counted and logged as
+  ``conn_rejected`` through ``on_reject``); nothing is added per data frame.
+  Before the hello frames are limited to ``HANDSHAKE_MAX_FRAME`` bytes, and a
+  connection without a valid hello after ``HELLO_TIMEOUT_S`` is closed.
+* Outbound: frames for a destination never reached yet are queued (at most
   ``queue_limit``, beyond that dropped as ``queue-full``) until the first
   connection; after a connection is lost, frames are dropped (``no-connection``)
   until the reconnect succeeds. Reconnects back off from 50 ms, doubling, to 1 s.
@@ -12,8 +19,8 @@
 * Inbound: one :class:`FrameDecoder` per connection (asyncio Protocols, no
   streams); the hello frame names the peer; every later frame goes to
   ``on_message(src, msg)``. Any error on a connection goes down one path,
-  ``connection_lost`` (framing errors close the connection and are reported on
-  stderr; exceptions raised by ``on_message`` go to ``on_fatal``).
+  ``connection_lost`` (framing errors close the connection and are counted and
+  logged through ``on_reject``; exceptions raised by ``on_message`` go to ``on_fatal``).
 """
 
 from __future__ import annotations
@@ -23,13 +30,14 @@ import socket
 import sys
 from typing import Any, Callable
 
-from testbed.nodes.runtime import codec
-from testbed.nodes.runtime.framing import MAX_FRAME, FrameDecoder, FrameError
+from testbed.nodes.runtime import auth, codec
+from testbed.nodes.runtime.framing import MAX_FRAME, FrameDecoder, FrameError, FrameTooLarge
 
 BACKOFF_START_S = 0.05
 BACKOFF_CAP_S = 1.0
 HELLO_TIMEOUT_S = 5.0
 QUEUE_LIMIT = 100_000
+HANDSHAKE_MAX_FRAME = 4096  # until a peer has proved the run secret, frames are small
 
 
 class Counters:
@@ -56,8 +64,9 @@ class _OutProtocol(asyncio.Protocol):
 
     def __init__(self, peer: "Outbound") -> None:
         self.peer = peer
-        self.decoder: FrameDecoder | None = FrameDecoder(4096)
+        self.decoder: FrameDecoder | None = FrameDecoder(HANDSHAKE_MAX_FRAME)
         self.transport: asyncio.Transport | None = None
+        self.nonce: bytes | None = None  # ours, sent in the hello; the ack's MAC covers it
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -66,15 +75,27 @@ class _OutProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.decoder is None:
             return
+        tr = self.peer.tr
         try:
             for p in self.decoder.feed(data):
-                if codec.decode(p).get("k") == "hello_ack":
-                    self.decoder = None
-                    self.peer._acked(self)
-                    return
-        except FrameError as e:
-            print(f"[{self.peer.tr.name}] connection to {self.peer.peer}: {e}; closing",
-                  file=sys.stderr, flush=True)
+                msg = codec.decode(p)
+                if self.nonce is None:  # the receiver's challenge: answer with the hello
+                    their = auth.check_challenge(msg)
+                    self.nonce = auth.nonce()
+                    hello = codec.frame({
+                        "k": "hello", "from": tr.name, "run": tr.run_id, "nonce": self.nonce,
+                        "mac": auth.hello_mac(tr.secret, tr.name, tr.run_id, self.peer.peer, their)})
+                    tr.counters.bytes_out += len(hello)
+                    if self.transport is not None:
+                        self.transport.write(hello)
+                    continue
+                auth.check_ack(tr.secret, tr.run_id, tr.name, self.peer.peer, self.nonce, msg)
+                self.decoder = None
+                self.peer._acked(self)
+                return
+        except (FrameError, auth.AuthError) as e:
+            reason = getattr(e, "reason", "too-large" if isinstance(e, FrameTooLarge) else "malformed")
+            tr.reject("data-out", f"{self.peer.peer}@{auth.peer_name(self.transport)}", reason, str(e))
             if self.transport is not None:
                 self.transport.abort()
 
@@ -119,10 +140,7 @@ class Outbound:
             # Up only once the peer's runtime answers the hello: a connection the
             # kernel accepted for a dying process must not count as a peer_up.
             self.ack = loop.create_future()
-            self.proto = proto
-            hello = codec.frame({"k": "hello", "from": self.tr.name, "run": self.tr.run_id})
-            transport.write(hello)  # type: ignore[attr-defined]
-            self.tr.counters.bytes_out += len(hello)
+            self.proto = proto  # it answers the receiver's challenge with the hello
             try:
                 await asyncio.wait_for(asyncio.shield(self.ack), HELLO_TIMEOUT_S)
                 ok = self.ack.result()
@@ -212,14 +230,36 @@ class Outbound:
 class _InProtocol(asyncio.Protocol):
     def __init__(self, tr: "Transport") -> None:
         self.tr = tr
-        self.decoder = FrameDecoder(tr.max_frame)
+        self.decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
         self.src: str | None = None
         self.transport: asyncio.Transport | None = None
+        self.nonce = auth.nonce()
+        self.peer = "?"
+        self.timer: asyncio.TimerHandle | None = None
+        self.refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         _nodelay(transport)
+        self.peer = auth.peer_name(transport)
         self.tr.inbound.add(self)
+        transport.write(codec.frame({"k": "challenge", "nonce": self.nonce, "from": self.tr.name}))  # type: ignore[attr-defined]
+        self.timer = self.tr.loop.call_later(HELLO_TIMEOUT_S, self._hello_timeout)
+
+    def _hello_timeout(self) -> None:
+        self.timer = None
+        if self.src is None and self.transport is not None and not self.transport.is_closing():
+            self.refused = True
+            self.tr.reject("data", self.peer, "timeout", f"no valid hello within {HELLO_TIMEOUT_S:g}s")
+            self.transport.abort()
+
+    def _refuse(self, e: Exception) -> None:
+        reason = getattr(e, "reason", "too-large" if isinstance(e, FrameTooLarge) else "malformed")
+        who = self.peer if self.src is None else f"{self.src}@{self.peer}"
+        self.refused = True
+        self.tr.reject("data", who, reason, str(e))
+        if self.transport is not None:
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         tr = self.tr
@@ -231,16 +271,22 @@ class _InProtocol(asyncio.Protocol):
                 return
             decode = codec.decode
             if self.src is None:
-                hello = decode(payloads[0])
-                if hello.get("k") != "hello" or not isinstance(hello.get("from"), str):
-                    raise FrameError(f"first frame is not a hello: {hello!r:.200}")
-                if hello.get("run") != tr.run_id:
-                    raise FrameError(f"hello from {hello['from']!r} of run {hello.get('run')!r}, "
-                                     f"this node is in run {tr.run_id!r}")
-                self.src = hello["from"]
+                try:
+                    hello = decode(payloads[0])
+                    src = auth.check_hello(tr.secret, tr.run_id, tr.name, self.nonce, hello)
+                except (FrameError, auth.AuthError) as e:
+                    self._refuse(e)
+                    return
+                self.src = src
+                self.decoder.max_frame = tr.max_frame
+                if self.timer is not None:
+                    self.timer.cancel()
+                    self.timer = None
                 payloads = payloads[1:]
                 if self.transport is not None:
-                    self.transport.write(codec.frame({"k": "hello_ack", "from": tr.name}))
+                    self.transport.write(codec.frame({
+                        "k": "hello_ack", "from": tr.name,
+                        "mac": auth.ack_mac(tr.secret, tr.name, tr.run_id, src, bytes(hello["nonce"]))}))
             src = self.src
             on_message = tr.on_message
             for p in payloads:
@@ -252,12 +298,17 @@ class _InProtocol(asyncio.Protocol):
                     tr.on_fatal(e)
                     return
         except FrameError as e:
-            print(f"[{tr.name}] data connection from {self.src or 'unknown peer'}: {e}; closing",
-                  file=sys.stderr, flush=True)
-            if self.transport is not None:
-                self.transport.abort()
+            self._refuse(e)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.src is None and not self.refused and self.decoder.pending:
+            # sent part of a frame, then closed before a complete hello (a connection that
+            # sends nothing at all, e.g. a port probe, is not counted)
+            self.tr.reject("data", self.peer, "incomplete",
+                           f"closed after {self.decoder.pending} bytes without a complete hello")
         self.tr.inbound.discard(self)
 
 
@@ -269,10 +320,13 @@ class Transport:
                  on_message: Callable[[str, dict[str, Any]], None],
                  on_peer_up: Callable[[str], None], on_peer_down: Callable[[str], None],
                  on_drop: Callable[[str, str, int], None], on_fatal: Callable[[BaseException], None],
+                 secret: bytes, on_reject: Callable[[str, str, str, str], None] | None = None,
                  max_frame: int = MAX_FRAME, queue_limit: int = QUEUE_LIMIT) -> None:
         self.loop = loop
         self.name = name
         self.run_id = run_id
+        self.secret = secret
+        self._on_reject = on_reject
         self.peers = peers
         self.on_message = on_message
         self.on_peer_up = on_peer_up
@@ -289,6 +343,13 @@ class Transport:
     async def listen(self, host: str, port: int) -> None:
         self.server = await self.loop.create_server(lambda: _InProtocol(self), host, port,
                                                     reuse_address=True, backlog=1024)
+
+    def reject(self, channel: str, peer: str, reason: str, detail: str) -> None:
+        """A refused or malformed connection (``on_reject`` counts and logs it)."""
+        if self._on_reject is not None:
+            self._on_reject(channel, peer, reason, detail)
+        else:
+            print(f"[{self.name}] {channel} connection {peer}: {reason}: {detail}", file=sys.stderr, flush=True)
 
     def drop(self, peer: str, reason: str, count: int) -> None:
         self._on_drop(peer, reason, count)  # the runtime counts every drop (egress and transport)

@@ -250,15 +250,18 @@ class AnsibleProvider(Provider):
                                                  override)
             progress(f"link emulation {emulation}: {reason}")
             peers = lay.peers()
+            from testbed.providers.control import run_secret, write_private_json
+
+            secret = run_secret(run, create=True)
             per_host: dict[str, dict[str, bytes]] = {h: {} for h in hosts}
             for n, ep in lay.endpoints.items():
                 rroot = f"{state['roots'][ep.host]}/runs/{run.run_id}"
                 cfg = render_node_config(
                     plan, run.run_id, n, listen=("0.0.0.0", ep.data[1]), control=("0.0.0.0", ep.control[1]),
                     peers=peers, emulation=emulation, log_path=f"{rroot}/logs/{n}.jsonl",
-                    state_dir=f"{rroot}/state/{n}",
+                    state_dir=f"{rroot}/state/{n}", secret=secret,
                 )
-                write_json_atomic(run.configs_dir / f"{n}.json", cfg)
+                write_private_json(run.configs_dir / f"{n}.json", cfg)
                 per_host[ep.host][f"{n}.json"] = json.dumps(cfg, indent=1).encode()
             (tmp / "configs").mkdir()
             for h, files in per_host.items():
@@ -338,7 +341,7 @@ class AnsibleProvider(Provider):
         from testbed.providers.control import Controls
 
         self.warm_up(run)
-        controls = Controls(deployment)
+        controls = Controls(deployment, secret=run_secret(run))
         try:
             controls.wait_ready(list(plan.nodes), START_TIMEOUT_S, alive=self._dead_check(run, state))
         finally:

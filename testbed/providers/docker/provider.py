@@ -101,7 +101,7 @@ def _tar_one(name: str, data: bytes) -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tf:
         info = tarfile.TarInfo(name)
         info.size = len(data)
-        info.mode = 0o444
+        info.mode = 0o400  # the node config holds the run secret
         info.mtime = int(time.time())
         tf.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -196,14 +196,17 @@ class DockerProvider(Provider):
         state["addresses"] = addresses
         run.save_state(state)
 
+        from testbed.providers.control import run_secret, write_private_json
+
+        secret = run_secret(run, create=True)
         for n in names:
             run.node_state_dir(n).mkdir(parents=True, exist_ok=True)
             cfg = render_node_config(
                 plan, run.run_id, n, listen=("0.0.0.0", DATA_PORT), control=("0.0.0.0", CONTROL_PORT),
                 peers={m: (addresses[m], DATA_PORT) for m in names}, emulation=emulation,
-                log_path=f"{IN_LOGS}/{n}.jsonl", state_dir=f"{IN_STATE}/{n}",
+                log_path=f"{IN_LOGS}/{n}.jsonl", state_dir=f"{IN_STATE}/{n}", secret=secret,
             )
-            write_json_atomic(run.configs_dir / f"{n}.json", cfg)
+            write_private_json(run.configs_dir / f"{n}.json", cfg)
 
         progress(f"creating and starting {len(names)} containers")
         ids: dict[str, str] = {}
@@ -249,7 +252,7 @@ class DockerProvider(Provider):
                 return f"container exited with code {st['exit_code']}: {self._log_tail(client, st['id'])}"
             return None
 
-        controls = Controls(deployment)
+        controls = Controls(deployment, secret=secret)
         try:
             controls.wait_ready(names, self.start_timeout, alive=dead)
         finally:

@@ -20,7 +20,7 @@ from typing import Iterable
 
 from testbed.errors import ProviderError
 from testbed.providers.base import NodeStatus, Progress, Provider, process_status
-from testbed.providers.control import Controls, shutdown_nodes
+from testbed.providers.control import Controls, run_secret, shutdown_nodes, write_private_json
 from testbed.providers.hostside import procs
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
@@ -80,14 +80,15 @@ class LocalProvider(Provider):
         }
         emulation = "userspace"  # the kernel path is for real hosts (ansible/docker with sch_netem)
         peers = {n: ep.data for n, ep in endpoints.items()}
+        secret = run_secret(run, create=True)
         for n in names:
             (run.node_state_dir(n)).mkdir(parents=True, exist_ok=True)
             cfg = render_node_config(
                 plan, run.run_id, n, listen=endpoints[n].data, control=endpoints[n].control, peers=peers,
                 emulation=emulation, log_path=str(run.logs_dir / f"{n}.jsonl"),
-                state_dir=str(run.node_state_dir(n)),
+                state_dir=str(run.node_state_dir(n)), secret=secret,
             )
-            write_json_atomic(run.configs_dir / f"{n}.json", cfg)
+            write_private_json(run.configs_dir / f"{n}.json", cfg)
         deployment = Deployment(run.run_id, self.name, emulation, endpoints)
         run.write("deployment.json", deployment.to_dict())
         state = {"provider": self.name, "pids": {}, "config_prefix": str(run.configs_dir) + "/"}
@@ -99,7 +100,7 @@ class LocalProvider(Provider):
             endpoints[n].handle = str(pid)
         run.save_state(state)
         run.write("deployment.json", deployment.to_dict())
-        controls = Controls(deployment)
+        controls = Controls(deployment, secret=secret)
         try:
             controls.wait_ready(names, START_TIMEOUT_S, alive=lambda n: self._dead_reason(run, n, state))
         finally:

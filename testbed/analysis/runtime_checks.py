@@ -1,0 +1,146 @@
+"""Runtime-wide analysis, run for every protocol: who changed the nodes' state, who was refused.
+
+* ``control_provenance`` (a check): every state change applied through a node's control
+  channel (``ctl_applied`` of stall, unstall, cut, heal, partition, heal_partition,
+  set_links) must be explained by an entry of the manifest's fault timeline (scheduled or
+  injected) of the matching op, touching that node, at the same time (between the action's
+  ``actual_s`` and ``done_s``, give or take ``TOLERANCE_S``; the link state a restarted node
+  gets back is explained by its ``restart`` up to ``RESTORE_S`` later). A node that went silent -- no periodic ``cpu``
+  line for ``SILENCE_S`` while its process lived on, as a paused (SIGSTOP) process does --
+  must be explained by a pause, crash or restart of that node. Either unexplained is a
+  violation: the run's results may be wrong (e.g. a broker stalled by someone else).
+* :func:`rejected_summary`: refused or malformed connections and control requests per node
+  and channel (``conn_rejected`` counts); the report shows them, with a warning at its top
+  when any control request was refused.
+
+Times are ``t_rel_s`` (seconds from the workload start, clock-corrected by the ingest).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from testbed.analysis.checks import MAX_EXAMPLES, CheckResult
+from testbed.analysis.context import AnalysisContext
+
+TOLERANCE_S = 2.0
+RESTORE_S = 40.0  # a restarted node gets its link state once it answers (the runner waits 30 s)
+SILENCE_S = 5.0  # periodic lines come every second; 5 s of silence is a stopped process
+
+# control op -> timeline ops that explain it
+EXPLAINED_BY: dict[str, tuple[str, ...]] = {
+    "stall": ("stall",), "unstall": ("unstall",), "cut": ("cut", "restart"), "heal": ("heal",),
+    "partition": ("partition", "restart"), "heal_partition": ("heal_partition",),
+    "set_links": ("set_link", "restart"),
+}
+SILENCE_OPS = ("pause", "resume", "crash", "restart")
+
+
+# -- pure helpers (values in, values out) ---------------------------------------------------
+def timeline_entries(manifest: dict[str, Any], plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every fault action the controller carried out (scheduled and injected) with the nodes it
+    touched (``nodes``; None when unknown: an injected set_link)."""
+    links_by_fault: dict[int, set[str]] = {}
+    for a in plan.get("actions") or []:
+        if a.get("op") == "set_link":
+            s = links_by_fault.setdefault(int(a.get("fault", -1)), set())
+            for k in a.get("links") or {}:
+                s.update(k.split("->"))
+    out = []
+    for e in list(manifest.get("timeline") or []) + list(manifest.get("injected") or []):
+        if e.get("actual_s") is None or e.get("status") not in ("done", "failed"):
+            continue
+        nodes: set[str] | None = {str(t) for t in e.get("target") or []}
+        for g in e.get("groups") or []:
+            nodes.update(str(n) for n in g)
+        if e.get("op") == "set_link":
+            nodes = None if e.get("injected") else links_by_fault.get(int(e.get("fault", -1)))
+        done = e.get("done_s")
+        out.append({"op": e.get("op"), "nodes": nodes, "at_s": float(e["actual_s"]),
+                    "done_s": float(done) if isinstance(done, (int, float)) else float(e["actual_s"]),
+                    "fault": e.get("fault"), "injected": bool(e.get("injected"))})
+    return out
+
+
+def explains(entry: dict[str, Any], node: str, op: str, t_s: float) -> bool:
+    if entry["op"] not in EXPLAINED_BY.get(op, ()):
+        return False
+    if entry["nodes"] is not None and node not in entry["nodes"]:
+        return False
+    if entry["op"] == "restart":
+        return entry["at_s"] - TOLERANCE_S <= t_s <= entry["at_s"] + RESTORE_S
+    # between the controller firing the action and its control calls returning (+ clock slack)
+    return entry["at_s"] - TOLERANCE_S <= t_s <= max(entry["done_s"], entry["at_s"]) + TOLERANCE_S
+
+
+def explains_silence(entry: dict[str, Any], node: str, start_s: float, end_s: float) -> bool:
+    return (entry["op"] in SILENCE_OPS and entry["nodes"] is not None and node in entry["nodes"]
+            and start_s - TOLERANCE_S <= entry["at_s"] <= end_s + TOLERANCE_S)
+
+
+# -- transforms ------------------------------------------------------------------------------
+def state_changes(ctl_applied: DataFrame) -> DataFrame:
+    """ctl_applied -> [node, op, origin, peer, args, t_rel_s]: applied ops that change link/egress state."""
+    return (ctl_applied.where(F.col("ok") & F.col("op").isin(list(EXPLAINED_BY)))
+            .select("node", "op", "origin", "peer", "args", "t_rel_s"))
+
+
+def silences(cpu: DataFrame, node_start: DataFrame, min_gap_s: float = SILENCE_S) -> DataFrame:
+    """cpu, node_start -> [node, from_s, to_s, gap_s]: gaps between a node's periodic lines within one
+    process life (a restart begins a new life: its node_start closes the gap)."""
+    marks = (cpu.select("node", "t_rel_s", F.lit(0).alias("start"))
+             .unionByName(node_start.select("node", "t_rel_s", F.lit(1).alias("start"))))
+    w = Window.partitionBy("node").orderBy("t_rel_s", "start")
+    return (marks.withColumn("next_s", F.lead("t_rel_s").over(w))
+            .withColumn("next_start", F.lead("start").over(w))
+            .where((F.col("next_start") == 0) & (F.col("next_s") - F.col("t_rel_s") > min_gap_s))
+            .select("node", F.col("t_rel_s").alias("from_s"), F.col("next_s").alias("to_s"),
+                    (F.col("next_s") - F.col("t_rel_s")).alias("gap_s")))
+
+
+# -- the check ---------------------------------------------------------------------------------
+def check_control_provenance(ctx: AnalysisContext) -> CheckResult:
+    entries = timeline_entries(ctx.manifest, ctx.plan)
+    bad: list[dict[str, Any]] = []
+    changes = state_changes(ctx.df("ctl_applied")).orderBy("t_rel_s").collect()
+    by_origin: dict[str, int] = {}
+    for r in changes:
+        by_origin[r["origin"]] = by_origin.get(r["origin"], 0) + 1
+        t = r["t_rel_s"]
+        if t is None or not any(explains(e, r["node"], r["op"], t) for e in entries):
+            bad.append({"kind": "state change", "node": r["node"], "op": r["op"], "origin": r["origin"],
+                        "from": r["peer"], "args": ",".join(r["args"] or []),
+                        "t_s": None if t is None else round(t, 3)})
+    for r in silences(ctx.df("cpu"), ctx.df("node_start")).orderBy("from_s").collect():
+        if not any(explains_silence(e, r["node"], r["from_s"], r["to_s"]) for e in entries):
+            bad.append({"kind": "silent (paused?)", "node": r["node"], "op": "-", "origin": "-", "from": "-",
+                        "args": f"{r['gap_s']:.1f}s without periodic lines", "t_s": round(r["from_s"], 3)})
+    return CheckResult(
+        name="control_provenance", passed=not bad, violations=len(bad), examples=bad[:MAX_EXAMPLES],
+        description="every stall, cut, partition, link change and pause is explained by the manifest's "
+                    "fault timeline",
+        details={"state_changes": len(changes), "by_origin": by_origin, "unexplained": len(bad)})
+
+
+CHECKS = [check_control_provenance]
+
+
+def rejected_summary(ctx: AnalysisContext) -> dict[str, Any]:
+    """{"by_node": {node: {channel: count}}, "total": n, "control": n, "reasons": {reason: n}}
+    from ``conn_rejected`` (each line counts itself and the lines suppressed before it)."""
+    rows = (ctx.df("conn_rejected").groupBy("node", "channel", "reason")
+            .agg(F.sum("count").alias("n")).collect())
+    by_node: dict[str, dict[str, int]] = {}
+    reasons: dict[str, int] = {}
+    for r in rows:
+        n = int(r["n"] or 0)
+        d = by_node.setdefault(r["node"], {})
+        d[r["channel"]] = d.get(r["channel"], 0) + n
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + n
+    total = sum(sum(d.values()) for d in by_node.values())
+    control = sum(d.get("control", 0) for d in by_node.values())
+    return {"by_node": dict(sorted(by_node.items())), "total": total, "control": control,
+            "reasons": dict(sorted(reasons.items()))}
