@@ -123,6 +123,8 @@ class OrderingClientHost(Node):
         self.diffuse = bool(params.get("diffuse", True))
         self.log_notify = bool(params.get("log_notify", True))
         self.warmup = float(params.get("warmup", 0.0))
+        self.stuck_after = float(params.get("stuck_after", 0.5))
+        self._stuck_seen: set[tuple[str, str]] = set()
         opts = dict(reliable=params.get("ens", "reliable") == "reliable",
                     buffer_size=int(params.get("buffer", 64)), ttl_s=float(params.get("ttl", 1.0)),
                     retry_s=float(params.get("retry", 0.0)))
@@ -185,7 +187,24 @@ class OrderingClientHost(Node):
 
     def _stats_tick(self) -> None:
         self._log_stats()
+        self._log_stuck(final=False)
         self.rt.call_later(STATS_INTERVAL_S, self._stats_tick)
+
+    def _log_stuck(self, final: bool) -> None:
+        """``o_stuck`` for every event held back longer than ``stuck_after`` (once per event),
+        and at the end for every event still held back (``final``), with what it waits for."""
+        now = self.rt.mono_ns() / 1e9
+        rt, where, seen = self.rt, self.where, self._stuck_seen
+        for c, m in self.mods.items():
+            for b in m.buffered():
+                age = now - b["at"] if b["at"] else 0.0
+                if not final and (age < self.stuck_after or (c, b["eid"]) in seen):
+                    continue
+                seen.add((c, b["eid"]))
+                rt.log("o_stuck", client=c, eid=b["eid"], topic=b["topic"],
+                       ts=ts_to_wire(b["ts"]), dummy=b["dummy"], age_ms=age * 1e3, final=final,
+                       waits=[[t, have, need, where(t)] for t, have, need in b["waits"]],
+                       sub=b.get("sub", ""))
 
     def _log_stats(self) -> None:
         ms = self.mods.values()
@@ -199,6 +218,7 @@ class OrderingClientHost(Node):
     async def stop(self) -> None:
         self._running = False
         self._log_stats()
+        self._log_stuck(final=True)
 
     def status(self) -> dict[str, Any]:
         return {"clients": len(self.clients), "notified": self.notified, "subscribed": self.subscribed}

@@ -539,7 +539,7 @@ class OrderingModule:
         topic = ev["T"]
         ts = ts_from_wire(ev["ts"])
         if topic in self._pending_sub:  # subscribing to T: buffer until COMPLETED_SUB_VC
-            self._pending_sub[topic].append((ev, ts))
+            self._pending_sub[topic].append(({**ev, "_at": self.env.now()}, ts))
             return
         self._on_notify(ev, ts)
         self._drain()
@@ -643,6 +643,42 @@ class OrderingModule:
                     self.to_deliver.remove(b)
                     self._notify(b.ev, b.ts, out_of_order=False, at=b.at)
                     progress = True
+
+    # -- liveness: what the buffered events wait for ---------------------------------
+    def waits_for(self, ts: Mapping[int, int], topic: int, dummy: bool = False) -> list[list[int]]:
+        """What keeps an event of ``topic`` with timestamp ``ts`` in the buffer.
+
+        ``[[T', have, need], ...]``: this subscriber's ``sub_LC[T']`` is ``have`` and must reach
+        ``need`` first. For the event's own topic ``need = ts[T] - 1`` (the predecessor with
+        sequence number ``have + 1`` has not been notified); for another subscribed topic
+        ``need = ts[T']`` (Def. 4: every event of T' up to ``ts[T']`` precedes it).
+        """
+        lc = self.sub_lc
+        have = lc.get(topic, BOTTOM)
+        out: list[list[int]] = []
+        if ts.get(topic, BOTTOM) > have + 1:
+            out.append([topic, have, ts[topic] - 1])
+        if not dummy:
+            for t in sorted(ts):
+                if t != topic and t in lc and ts[t] > lc[t]:
+                    out.append([t, lc[t], ts[t]])
+        return out
+
+    def buffered(self) -> list[dict[str, Any]]:
+        """Every event held back: in ``to_deliver`` (waiting for predecessors) or waiting for
+        this client's own subscription to complete (``sub``: the pending request id)."""
+        rows = []
+        for b in self.to_deliver:
+            rows.append({"eid": b.ev["eid"], "topic": b.topic, "ts": b.ts, "at": b.at,
+                         "dummy": bool(b.ev.get("dummy")),
+                         "waits": self.waits_for(b.ts, b.topic, bool(b.ev.get("dummy")))})
+        busy = self._sub_busy
+        for topic, evs in self._pending_sub.items():
+            for ev, ts in evs:
+                rows.append({"eid": ev["eid"], "topic": topic, "ts": ts, "at": ev.get("_at", 0.0),
+                             "dummy": bool(ev.get("dummy")), "waits": [],
+                             "sub": (busy or {}).get("rid") or "ens_subscribe"})
+        return rows
 
     # -- Sec 4 unreliable mode: TTL expiry and full buffer force the head out ---------
     def _head(self) -> _Buffered | None:

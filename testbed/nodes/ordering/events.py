@@ -31,3 +31,10 @@ declare("o_tm_stats", P,
         created="int", filled="int", completed="int", sub_steps="int", update_subs="int",
         ts_bytes_handled="int", ts_bytes_remote="int", msgs_remote="int", local_hops="int",
         retries_answered="int", tms="int")
+declare("o_stuck", P,
+        "An event held back by a client's ordering module longer than params.stuck_after (logged "
+        "once), or still held back when the process stops (final). waits = [[topic, have, need, "
+        "tm server], ...]: sub_LC[topic] is have and must reach need first; sub = the client's "
+        "own pending subscription the event waits for (events of a topic being subscribed).",
+        client="str", eid="str", topic="int", ts="list[int]", dummy="bool", age_ms="float",
+        final="bool", waits="json", sub="str")

@@ -24,6 +24,8 @@ class Params(StrictModel):
     ``diffuse``: publish timestamped events on the ENS (false: timestamping only).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
     ``warmup``: publications start this long after the workload start (subscriptions first).
+    ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
+    this long (the liveness check reads it).
     """
 
     ens: Literal["reliable", "unreliable"] = "reliable"
@@ -35,6 +37,7 @@ class Params(StrictModel):
     diffuse: StrictBool = True
     log_notify: StrictBool = True
     warmup: Time = 0.0
+    stuck_after: Time = 0.5
 
 
 class TopicManagers(StrictModel):

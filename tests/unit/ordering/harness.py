@@ -23,17 +23,22 @@ class Sim:
     def __init__(self, *, n_topics: int = 12, servers=("s1", "s2"), seed: int = 1,
                  ens_loss: float = 0.0, tm_loss: float = 0.0, reliable: bool = True,
                  retry_s: float = 0.0, causal: bool = False, ttl_s: float = 0.5,
-                 buffer_size: int = 16, delay=(0.001, 0.05)) -> None:
+                 buffer_size: int = 16, delay=(0.001, 0.05), strategy: str = "range",
+                 link_delay: Callable[[str, str], tuple[float, float]] | None = None,
+                 assign: dict[str, list[int]] | None = None) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.q: list = []
         self.seq = itertools.count()
-        self.tmconf = {"topics": n_topics, "strategy": "range", "servers": list(servers)}
+        self.tmconf = {"topics": n_topics, "strategy": strategy, "servers": list(servers)}
+        if assign is not None:
+            self.tmconf.update(strategy="explicit", assign=assign)
         self.where = make_placement(self.tmconf)
         self.hosts = {s: TMHost(s, self.where, causal=causal) for s in servers}
         self.clients: dict[str, OrderingModule] = {}
         self.ens_subs: dict[int, set[str]] = {}
         self.ens_loss, self.tm_loss, self.delay = ens_loss, tm_loss, delay
+        self.link_delay = link_delay  # (src, dst) -> (lo, hi) seconds; default: delay
         self.link_free: dict[tuple[str, str], float] = {}
         self.history: list[dict[str, Any]] = []
         self.t0: dict[str, float] = {}
@@ -49,7 +54,7 @@ class Sim:
     def send(self, src: str, dst: str, fn: Callable, *args, loss: float = 0.0) -> None:
         if loss and self.rng.random() < loss:
             return
-        d = self.rng.uniform(*self.delay)
+        d = self.rng.uniform(*(self.link_delay(src, dst) if self.link_delay else self.delay))
         t = max(self.now + d, self.link_free.get((src, dst), 0.0))  # FIFO per link
         self.link_free[(src, dst)] = t
         self.at(t, fn, *args)
