@@ -20,7 +20,7 @@ import random
 from typing import Any, Callable
 
 from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
-from testbed.nodes.ordering.placement import make_placement
+from testbed.nodes.ordering.placement import make_placement, rank_table
 from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
@@ -95,6 +95,19 @@ class _Env:
                       size=len(ts))
 
 
+def ens_advertisements(process: str, brokers: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The advertisement a client process sends each broker its clients are attached to.
+
+    One per broker, each with its own id: the overlay keeps the first advertisement of an
+    id and drops later copies, so with one shared id every broker but one would hold the
+    advertisement from a neighbour instead of from its own clients; subscriptions would
+    stop at that one broker and the publications of clients attached elsewhere would match
+    nothing (issue #11: a client group with ``attach: [b2, b3]``).
+    """
+    return [(b, {"k": "adv", "id": f"{process}@{b}:adv", "f": "[topic,>=,0]",
+                 "c": f"{process}.adv"}) for b in brokers]
+
+
 class OrderingClientHost(Node):
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
@@ -127,7 +140,7 @@ class OrderingClientHost(Node):
         self._stuck_seen: set[tuple[str, str]] = set()
         opts = dict(reliable=params.get("ens", "reliable") == "reliable",
                     buffer_size=int(params.get("buffer", 64)), ttl_s=float(params.get("ttl", 1.0)),
-                    retry_s=float(params.get("retry", 0.0)))
+                    retry_s=float(params.get("retry", 0.0)), rank=rank_table(tm))
         self.clients = [f"{self.group}-{i}" for i in range(count)]
         self.brokers = sorted(set(attach))
         self.mods: dict[str, OrderingModule] = {}
@@ -143,9 +156,8 @@ class OrderingClientHost(Node):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        for b in self.brokers:
-            self.rt.send(b, {"k": "adv", "id": f"{self.name}:adv", "f": "[topic,>=,0]",
-                             "c": f"{self.name}.adv"})
+        for b, msg in ens_advertisements(self.name, self.brokers):
+            self.rt.send(b, msg)
         if self.role in ("client", "subscriber") and self.k > 0:
             subs = client_subscriptions(self.rng, self.pop, self.clients, self.k)
             for c, m in self.mods.items():

@@ -26,11 +26,12 @@ declare("o_client_stats", P, "Periodic per-process counters of the ordering modu
         published="int", notified="int", ooo="int", buffered="int", retries="int", forced="int",
         pending_ts="int", subscribed="int")
 declare("o_tm_stats", P,
-        "Cumulative TM-server counters. ts_bytes_handled: bytes of every publication timestamp a TM "
+        "Cumulative TM-server counters. relayed: chain messages passed on to a server further down "
+        "the pipeline (docs/ordering.md). ts_bytes_handled: bytes of every publication timestamp a TM "
         "step here produced; ts_bytes_remote: those forwarded to a TM on another server.",
         created="int", filled="int", completed="int", sub_steps="int", update_subs="int",
         ts_bytes_handled="int", ts_bytes_remote="int", msgs_remote="int", local_hops="int",
-        retries_answered="int", tms="int")
+        retries_answered="int", relayed="int", tms="int")
 declare("o_stuck", P,
         "An event held back by a client's ordering module longer than params.stuck_after (logged "
         "once), or still held back when the process stops (final). waits = [[topic, have, need, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.nodes.ordering.core import TMHost
-from testbed.nodes.ordering.placement import make_placement
+from testbed.nodes.ordering.placement import make_placement, rank_table
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
 
@@ -19,7 +19,8 @@ class TMServer(Node):
         tm = (self.config.get("placement") or {}).get("topic_managers")
         if not tm:
             raise ValueError("ordering: placement.topic_managers is required")
-        self.host = TMHost(self.name, make_placement(tm), causal=params.get("order") == "causal")
+        self.host = TMHost(self.name, make_placement(tm), causal=params.get("order") == "causal",
+                           servers=list(tm["servers"]), rank=rank_table(tm))
 
     async def start(self) -> None:
         self.rt.call_later(STATS_INTERVAL_S, self._tick)

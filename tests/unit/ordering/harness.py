@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from testbed.nodes.ordering.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, TMHost,
                                          ts_to_wire)
-from testbed.nodes.ordering.placement import make_placement
+from testbed.nodes.ordering.placement import make_placement, rank_table
 
 
 class Sim:
@@ -34,7 +34,9 @@ class Sim:
         if assign is not None:
             self.tmconf.update(strategy="explicit", assign=assign)
         self.where = make_placement(self.tmconf)
-        self.hosts = {s: TMHost(s, self.where, causal=causal) for s in servers}
+        self.rank = rank_table(self.tmconf)
+        self.hosts = {s: TMHost(s, self.where, causal=causal, servers=servers, rank=self.rank)
+                      for s in servers}
         self.clients: dict[str, OrderingModule] = {}
         self.ens_subs: dict[int, set[str]] = {}
         self.ens_loss, self.tm_loss, self.delay = ens_loss, tm_loss, delay
@@ -42,7 +44,8 @@ class Sim:
         self.link_free: dict[tuple[str, str], float] = {}
         self.history: list[dict[str, Any]] = []
         self.t0: dict[str, float] = {}
-        self.opts = dict(reliable=reliable, retry_s=retry_s, ttl_s=ttl_s, buffer_size=buffer_size)
+        self.opts = dict(reliable=reliable, retry_s=retry_s, ttl_s=ttl_s, buffer_size=buffer_size,
+                         rank=self.rank)
 
     # -- scheduling ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable, *args) -> None:
@@ -103,7 +106,8 @@ class Sim:
             def timestamp_done(self, c, eid, topic, ts, lat, hops, servers, tries):
                 sim.t0[eid] = sim.now - lat
                 sim.history.append({"ev": "o_timestamp", "client": c, "eid": eid, "topic": topic,
-                                    "ts": ts_to_wire(ts), "size": len(ts), "t": sim.now})
+                                    "ts": ts_to_wire(ts), "size": len(ts), "t": sim.now,
+                                    "servers": list(servers), "hops": hops})
 
             def subscribed(self, c, topic, ts, lat):
                 sim.history.append({"ev": "o_subscribed", "client": c, "topic": topic, "t": sim.now})

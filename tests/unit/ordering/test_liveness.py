@@ -13,6 +13,9 @@ import pytest
 
 from testbed.analysis.ordering.history import check_completeness, check_tno
 
+from testbed.nodes.ordering.core import next_topic
+from testbed.nodes.ordering.placement import placement_table, rank_table
+
 from .harness import Sim, random_run
 
 SITE = {"s1": "a", "s2": "b", "s3": "c"}
@@ -66,3 +69,33 @@ def test_three_servers_hash_placement_unequal_delays(seed):
     assert check_tno(sim.history)["passed"]
     comp = check_completeness(sim.history)
     assert comp["passed"], comp
+
+
+def test_rank_groups_topics_by_server_and_keeps_range_order():
+    rng = {"topics": 12, "strategy": "range", "servers": ["s1", "s2", "s3"]}
+    r = rank_table(rng)
+    assert sorted(range(12), key=r.__getitem__) == list(range(12))  # range: the id order
+    h = {"topics": 30, "strategy": "hash", "servers": ["s1", "s2", "s3"]}
+    r, where = rank_table(h), placement_table(h)
+    order = sorted(range(30), key=r.__getitem__)
+    servers = [where[t] for t in order]
+    assert servers == sorted(servers, key=["s1", "s2", "s3"].index)  # grouped, in server order
+    ts = {t: 0 for t in range(30)}
+    chain, t = [], next_topic(ts, None, r)
+    while t is not None:
+        chain.append(t)
+        t = next_topic(ts, t, r)
+    assert chain == order[::-1]
+
+
+def test_chains_visit_each_server_once_and_relay_in_order():
+    sim = random_run(3, servers=("s1", "s2", "s3"), strategy="hash", n_topics=12, n_clients=10,
+                     link_delay=three_sites)
+    stamps = [h for h in sim.history if h["ev"] == "o_timestamp"]
+    assert stamps
+    pos = {"s1": 0, "s2": 1, "s3": 2}
+    for h in stamps:
+        assert len(set(h["servers"])) == len(h["servers"]), h
+        assert [pos[s] for s in h["servers"]] == sorted((pos[s] for s in h["servers"]), reverse=True)
+    relayed = sum(host.c["relayed"] for host in sim.hosts.values())
+    assert relayed > 0  # some chains went s3 -> s1 through s2
