@@ -85,14 +85,14 @@ class _Env:
     def timestamp_done(self, cid: str, eid: str, topic: int, ts: dict[int, int], latency_s: float,
                        hops: int, servers: list[str], tries: int) -> None:
         h = self.h
-        h.rt.log("o_timestamp", client=cid, eid=eid, topic=topic, size=len(ts),
+        h.rt.log("o_timestamp", client=cid, eid=eid, topic=topic, sn=ts.get(topic, 0), size=len(ts),
                  latency_ms=latency_s * 1e3, hops=hops, servers=list(servers), tries=tries,
                  t0=h.rt.wall_ns() - int(latency_s * 1e9))
 
     def subscribed(self, cid: str, topic: int, ts: dict[int, int], latency_s: float) -> None:
         self.h.subscribed += 1
         self.h.rt.log("o_subscribed", client=cid, topic=topic, latency_ms=latency_s * 1e3,
-                      size=len(ts))
+                      size=len(ts), ts=ts_to_wire(ts))
 
 
 def ens_advertisements(process: str, brokers: list[str]) -> list[tuple[str, dict[str, Any]]]:

@@ -10,13 +10,15 @@ it at once); ``o_notify`` one notification, in the client's notification order
 from testbed.nodes.runtime.events import declare
 
 P = "ordering"
-declare("o_subscribed", P, "subscribe(T) returned (COMPLETED_SUB_VC received); latency from the call.",
-        client="str", topic="int", latency_ms="float", size="int")
+declare("o_subscribed", P, "subscribe(T) returned (COMPLETED_SUB_VC received); latency from the call; "
+        "ts = the subscription timestamp, flat [topic, sn, ...] (each sn is the subscription's dummy).",
+        client="str", topic="int", latency_ms="float", size="int", ts="list[int]")
 declare("o_unsubscribe", P, "unsubscribe(T) was called (Fig 5a).", client="str", topic="int")
 declare("o_timestamp", P,
         "A timestamp came back (EVENT_TS) and the event went to the ENS (t). t0 = wall ns of the "
-        "publish() call; latency_ms = EVENT_TS arrival - publish() call (monotonic).",
-        client="str", eid="str", topic="int", size="int", latency_ms="float", hops="int",
+        "publish() call; latency_ms = EVENT_TS arrival - publish() call (monotonic); sn = the "
+        "event's sequence number in its topic (ts[topic]).",
+        client="str", eid="str", topic="int", sn="int", size="int", latency_ms="float", hops="int",
         servers="list[str]", tries="int", t0="int")
 declare("o_notify", P,
         "The ordering module notified an event to the application; n = position in this client's "

@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable
 
 from testbed.nodes.ordering.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, TMHost,
-                                         ts_to_wire)
+                                         ts_from_wire, ts_to_wire)
 from testbed.nodes.ordering.placement import make_placement, rank_table
 
 
@@ -25,7 +25,7 @@ class Sim:
                  retry_s: float = 0.0, causal: bool = False, ttl_s: float = 0.5,
                  buffer_size: int = 16, delay=(0.001, 0.05), strategy: str = "range",
                  link_delay: Callable[[str, str], tuple[float, float]] | None = None,
-                 assign: dict[str, list[int]] | None = None) -> None:
+                 assign: dict[str, list[int]] | None = None, pipeline: bool = True) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.q: list = []
@@ -35,8 +35,10 @@ class Sim:
             self.tmconf.update(strategy="explicit", assign=assign)
         self.where = make_placement(self.tmconf)
         self.rank = rank_table(self.tmconf)
-        self.hosts = {s: TMHost(s, self.where, causal=causal, servers=servers, rank=self.rank)
-                      for s in servers}
+        if not pipeline:  # the routing before issue #11: topic id order, straight to the next server
+            self.rank = None
+        self.hosts = {s: TMHost(s, self.where, causal=causal, servers=servers if pipeline else None,
+                                rank=self.rank) for s in servers}
         self.clients: dict[str, OrderingModule] = {}
         self.ens_subs: dict[int, set[str]] = {}
         self.ens_loss, self.tm_loss, self.delay = ens_loss, tm_loss, delay
@@ -80,6 +82,7 @@ class Sim:
             def ens_publish(self, topic, msg):
                 sim.history.append({"ev": "o_ens_publish", "client": cid, "eid": msg["eid"],
                                     "topic": topic, "t": sim.now, "dummy": bool(msg.get("dummy")),
+                                    "sn": ts_from_wire(msg["ts"]).get(topic),
                                     "t0": sim.t0.get(msg["eid"], sim.now)})
                 for sub in list(sim.ens_subs.get(topic, ())):
                     sim.send("ens:" + cid, sub, sim._ens_recv, sub, msg, loss=sim.ens_loss)
@@ -101,7 +104,7 @@ class Sim:
 
             def notify(self, c, ev, ooo, waited):
                 sim.history.append({"ev": "o_notify", "client": c, "eid": ev["eid"], "topic": ev["T"],
-                                    "ts": ev["ts"], "ooo": ooo, "t": sim.now})
+                                    "ts": ev["ts"], "ooo": ooo, "t": sim.now, "wait_ms": waited * 1e3})
 
             def timestamp_done(self, c, eid, topic, ts, lat, hops, servers, tries):
                 sim.t0[eid] = sim.now - lat
@@ -110,11 +113,24 @@ class Sim:
                                     "servers": list(servers), "hops": hops})
 
             def subscribed(self, c, topic, ts, lat):
-                sim.history.append({"ev": "o_subscribed", "client": c, "topic": topic, "t": sim.now})
+                sim.history.append({"ev": "o_subscribed", "client": c, "topic": topic, "t": sim.now,
+                                    "ts": ts_to_wire(ts)})
 
         m = OrderingModule(cid, cid, E(), **self.opts)
         self.clients[cid] = m
         return m
+
+    def stuck_records(self) -> list[dict[str, Any]]:
+        """What the client host logs at the end (``o_stuck`` with final=True), for every client."""
+        out = []
+        for cid, m in self.clients.items():
+            for b in m.buffered():
+                out.append({"ev": "o_stuck", "client": cid, "eid": b["eid"], "topic": b["topic"],
+                            "age_ms": (self.now - b["at"]) * 1e3, "final": True,
+                            "waits": [[t, h, n, self.where(t)] for t, h, n in b["waits"]],
+                            "sub": b.get("sub", ""), "t": self.now})
+        return out
+
 
     def _tm_recv(self, server: str, msg: dict) -> None:
         for dst, out in self.hosts[server].handle(msg):
@@ -170,3 +186,4 @@ def random_run(seed: int, *, n_clients: int = 8, n_topics: int = 12, k: int = 4,
         sim.unsubscribe_at(2.2, "c1")
     sim.run()
     return sim
+
