@@ -162,7 +162,9 @@ def check_liveness(history: Iterable[dict[str, Any]], bound_s: float, *,
         h = stuck_info.get((c, eid)) or {}
         waits = []
         for t, have, need, *tm in _waits(h.get("waits")):
-            pred = by_sn.get((int(t), int(have) + 1), "never published (lost, or still at the TMs)")
+            pred = by_sn.get((int(t), int(have) + 1),
+                             "no publication or subscription with that number in the logs "
+                             "(lost, or still at the TMs)")
             waits.append({"topic": t, "sub_lc": have, "needs": need, "tm": tm[0] if tm else None,
                           "next_missing": f"{t}#{int(have) + 1}: {pred}"})
         ex: dict[str, Any] = {"client": c, "eid": eid, "topic": h.get("topic"),
