@@ -59,13 +59,19 @@ def generate(seed: int, *, fault: str | None = None, duration_s: int = 8) -> dic
             "params": {"topics_per_client": rng.randint(1, 5), "shape": rng.choice([0.349, 0.901])}}
     jitter = rng.random() < 0.5
     rules = []
+    wan: dict[frozenset, float] = {}
     for i, a in enumerate(sites):
         for b in sites[i + 1:]:
-            d = rng.uniform(1, 120)
+            d = round(rng.uniform(1, 120), 1)
             rule: dict[str, Any] = {"sites": [a, b], "delay": _ms(d)}
+            worst = d
             if jitter:
-                rule["jitter"] = _ms(rng.uniform(0, d / 10))
+                j = round(rng.uniform(0, d / 10), 1)
+                rule["jitter"] = _ms(j)
+                worst += 4 * j
+            wan[frozenset((a, b))] = worst
             rules.append(rule)
+    lan = round(rng.uniform(1, 5), 1)
     if fault is None:
         fault = rng.choice(FAULTS)
     faults: list[dict[str, Any]] = []
@@ -86,13 +92,41 @@ def generate(seed: int, *, fault: str | None = None, duration_s: int = 8) -> dic
         "placement": {"topic_managers": {"topics": rng.randint(10, 40),
                                          "strategy": rng.choice(["range", "hash"]),
                                          "servers": servers}},
-        "params": {"ens": "reliable", "warmup": "1s"},
-        "links": {"default": {"delay": _ms(rng.uniform(1, 5))}, "rules": rules,
+        "params": {"ens": "reliable", "warmup": "1s",
+                   "ens_settle": f"{_ens_settle(nodes, brokers, wan, lan):.1f}s"},
+        "links": {"default": {"delay": _ms(lan)}, "rules": rules,
                   "clients": {"delay": "1ms"}},
     }
     if faults:
         topo["faults"] = faults
     return topo
+
+
+def _ens_settle(nodes: dict[str, Any], brokers: list[str], wan: dict[frozenset, float],
+                lan: float) -> float:
+    """What the topology check asks (testbed.topology.protocols.ordering.ens_propagation_s):
+    twice the broker tree's longest path at its worst delays, plus the margin, rounded up."""
+    adj: dict[str, list[str]] = {b: [] for b in brokers}
+    for b in brokers:
+        for n in nodes[b].get("neighbors", []):
+            adj[b].append(n)
+            adj[n].append(b)
+
+    def hop(a: str, b: str) -> float:
+        sa, sb = nodes[a]["site"], nodes[b]["site"]
+        return lan if sa == sb else wan[frozenset((sa, sb))]
+
+    best = 0.0
+    for src in brokers:
+        dist, todo = {src: 0.0}, [src]
+        while todo:
+            b = todo.pop()
+            for n in adj[b]:
+                if n not in dist:
+                    dist[n] = dist[b] + hop(b, n)
+                    todo.append(n)
+        best = max(best, max(dist.values()))
+    return max(0.3, -(-(2 * best / 1e3 + 0.2) * 10 // 1) / 10)
 
 
 def describe(topo: dict[str, Any]) -> dict[str, Any]:

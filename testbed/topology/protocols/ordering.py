@@ -86,8 +86,55 @@ CLIENT_ROLES = {"client", "publisher", "subscriber"}
 ACYCLIC = None
 
 
+ENS_SETTLE_MARGIN_S = 0.1  # processing on the way, on top of the links' worst delays
+
+
+def ens_propagation_s(topology) -> tuple[float, list[str]]:
+    """How long an ENS subscription may need before it is active at every broker.
+
+    Advertisements flood the broker tree from each client process's broker, and a
+    subscription only travels towards brokers whose advertisement reached its own: on the
+    longest tree path that is one crossing for the advertisement and one back for the
+    subscription, each link at its worst (``delay + 4 jitter``, as the liveness bound).
+    Returns (seconds, the path's end brokers).
+    """
+    from collections import deque
+
+    from testbed.topology.expand import _hosts, _processes, key, resolve_links
+
+    nodes = _processes(topology, _hosts(topology))
+    specs = resolve_links(topology, nodes)
+    brokers = [n for n, p in nodes.items() if p.role == "broker"]
+
+    def hop(a: str, b: str) -> float:
+        worst = 0.0
+        for k in (key(a, b), key(b, a)):
+            sp = specs.get(k)
+            if sp is not None:
+                span = 1.0 if sp.distribution == "uniform" else 4.0
+                worst = max(worst, sp.delay_ms + span * sp.jitter_ms)
+        return worst / 1e3
+
+    best, ends = 0.0, []
+    for src in brokers:
+        dist, todo = {src: 0.0}, deque([src])
+        while todo:
+            b = todo.popleft()
+            for n in nodes[b].neighbors:
+                if n in nodes and nodes[n].role == "broker" and n not in dist:
+                    dist[n] = dist[b] + hop(b, n)
+                    todo.append(n)
+        for dst, d in dist.items():
+            if d > best:
+                best, ends = d, [src, dst]
+    return 2 * best, ends
+
+
 def check(topology) -> list:
-    """Topic-manager servers and explicit assignments must name nodes of the topology."""
+    """Topic-manager servers and explicit assignments must name nodes of the topology; with a
+    reliable ENS, ``ens_settle`` must cover an ENS subscription's propagation (issue #11: a
+    subscription that is not yet active where a subscriber publishes its subscriptionUpdate
+    dummy loses the dummy, and every event after it on that topic waits for it forever)."""
     problems = []
     tm = topology.protocol_placement.topic_managers if topology.protocol_placement else None
     if tm is None:
@@ -100,4 +147,16 @@ def check(topology) -> list:
         if server not in tm.servers:
             problems.append(topology.problem(("placement", "topic_managers", "assign", server),
                                              f"{server!r} is not one of the servers"))
+    params = topology.protocol_params
+    if problems or params is None or params.ens != "reliable" or not params.diffuse:
+        return problems
+    need, ends = ens_propagation_s(topology)
+    need += ENS_SETTLE_MARGIN_S
+    if params.ens_settle < need:
+        problems.append(topology.problem(
+            ("params", "ens_settle"),
+            f"ens_settle {params.ens_settle:g}s is shorter than an ENS subscription may need to "
+            f"become active at every broker ({need:.3f}s: advertisement out and subscription back "
+            f"along {ends[0]}..{ends[1]}, plus {ENS_SETTLE_MARGIN_S:g}s); set "
+            f"params.ens_settle to at least {-(-need * 10 // 1) / 10:g}s"))
     return problems

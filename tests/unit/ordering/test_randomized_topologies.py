@@ -52,3 +52,19 @@ def test_faults_can_be_forced():
     assert kinds == ["crash", "restart"]
     with pytest.raises(ValueError):
         generate(3, fault="flood")
+
+
+def test_ens_settle_shorter_than_the_broker_tree_is_an_error(tmp_path):
+    """Found by the randomized runs: brokers 0.23 s apart, ens_settle 0.3 s -- a subscriber's
+    dummy was published where the other subscribers' subscriptions had not arrived yet."""
+    from testbed.errors import TopologyError
+
+    topo = generate(3, fault="none")
+    topo["params"]["ens_settle"] = "300ms"
+    path = write(topo, tmp_path / "short.yaml")
+    with pytest.raises(TopologyError) as e:
+        api.validate(str(path))
+    msg = str(e.value)
+    assert "short.yaml:" in msg and "params.ens_settle" in msg and "at least 0.7s" in msg
+    topo["params"]["ens_settle"] = "0.7s"
+    api.validate(str(write(topo, tmp_path / "ok.yaml")))
