@@ -14,7 +14,8 @@ The bound is derived from the plan (``plan.json``: links, placement, brokers, fa
 * ``D_ens``: the longest ENS path, client process -> its broker -> the broker tree -> a
   subscriber's broker -> its process;
 * ``D_faults``: the total length of every fault window (pause, stall, crash, cut, partition):
-  messages held by a fault wait that long on top;
+  messages held by a fault wait that long on top; each restart adds ``RESTART_S`` (2 s:
+  start-up, reconnect back-off, re-sends) and ``params.retry`` (a client's re-send);
 * ``SLACK``: 1 s for processing and timers on a shared machine (Python processes, 10 ms ticks).
 
 Why it holds: an event e is held back only for predecessors, events that passed (or were
@@ -36,6 +37,7 @@ from collections import deque
 from typing import Any, Iterable
 
 SLACK_S = 1.0
+RESTART_S = 2.0  # a restarted process: start-up, the peers' reconnect back-off (<= 1 s), re-sends
 JITTER_SPAN = {"uniform": 1.0, "constant": 0.0}  # others: the tables' cap, 4 sigma
 FAULT_OPS_WITH_WINDOWS = {"pause", "stall", "crash", "cut", "partition"}
 
@@ -63,6 +65,8 @@ def liveness_bound(plan: dict[str, Any]) -> dict[str, Any]:
         if a.get("op") in FAULT_OPS_WITH_WINDOWS:
             w = a.get("window") or (0.0, 0.0)
             faults_s += max(0.0, float(w[1]) - float(w[0]))
+        if a.get("op") == "restart":  # start-up, reconnect back-off, a client's re-send
+            faults_s += RESTART_S + float((plan.get("params") or {}).get("retry", 0.0) or 0.0)
 
     def hop(a: str, b: str) -> float:
         if a == b:

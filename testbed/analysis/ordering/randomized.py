@@ -99,6 +99,8 @@ def generate(seed: int, *, fault: str | None = None, duration_s: int = 8) -> dic
     }
     if faults:
         topo["faults"] = faults
+    if fault == "crash":  # the TM server keeps its state and its chains; clients re-send
+        topo["params"].update(tm_recovery=True, retry="500ms")
     return topo
 
 

@@ -41,3 +41,7 @@ declare("o_stuck", P,
         "own pending subscription the event waits for (events of a topic being subscribed).",
         client="str", eid="str", topic="int", ts="list[int]", dummy="bool", age_ms="float",
         final="bool", waits="json", sub="str")
+declare("o_tm_recovered", P,
+        "A TM server with params.tm_recovery restarted and replayed its log (replayed messages; "
+        "outstanding = chain messages to other servers it re-sends until acknowledged).",
+        replayed="int", outstanding="int")

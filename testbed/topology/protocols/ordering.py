@@ -24,6 +24,8 @@ class Params(StrictModel):
     ``diffuse``: publish timestamped events on the ENS (false: timestamping only).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
     ``warmup``: publications start this long after the workload start (subscriptions first).
+    ``tm_recovery``: TM servers keep their state on stable storage and resend chain messages
+    between them until acknowledged, so a TM server survives crash + restart (with ``retry``).
     ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
     this long (the liveness check reads it).
     """
@@ -38,6 +40,7 @@ class Params(StrictModel):
     log_notify: StrictBool = True
     warmup: Time = 0.0
     stuck_after: Time = 0.5
+    tm_recovery: StrictBool = False
 
 
 class TopicManagers(StrictModel):
