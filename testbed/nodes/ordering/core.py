@@ -3,8 +3,10 @@
 Pseudocode: ``papers/ordering-baldoni-supplement-pseudocode.txt`` (Figs 1-5).
 Section references (Sec 3.4, Sec 4) are to ``papers/ordering-baldoni-main.txt``.
 
-Topics are integers; the precedence relation ``->`` is the topic id order
-(``T -> T'`` iff ``T < T'``: topic 0 has the highest rank). A timestamp is a
+Topics are integers; the precedence relation ``->`` is given by a ``rank`` table
+(``T -> T'`` iff ``rank[T] < rank[T']``; the processes rank topics by (TM server position,
+id), see :func:`testbed.nodes.ordering.placement.rank_table` and :class:`TMHost`); without
+one it is the topic id order (topic 0 has the highest rank). A timestamp is a
 ``dict[int, int]`` topic -> sequence number (``BOTTOM`` = 0 stands for the
 pseudocode's bottom: sequence numbers start at 1).
 
@@ -273,7 +275,7 @@ class TMHost:
     server in between. Two chains that pass one topic manager in some order then pass
     every later one in the same order (FIFO links, one process per server): a chain
     cannot overtake another on a shorter path, which would make two timestamps each
-    claim to follow the other (docs/ordering.md, "Chains that overtake"). Without
+    claim to follow the other (docs/ordering.md, deviation 9: the pipeline). Without
     ``servers`` (a single server, tests) chains go straight to the next topic's server.
     """
 
