@@ -147,10 +147,13 @@ def describe(topo: dict[str, Any]) -> dict[str, Any]:
 
 
 def write(topo: dict[str, Any], path: str | Path) -> Path:
-    import yaml
+    from ruamel.yaml import YAML
 
     path = Path(path)
-    path.write_text(yaml.safe_dump(topo, sort_keys=False))
+    y = YAML()  # round-trip dumper: keys in the order written
+    y.default_flow_style = False
+    with open(path, "w") as f:
+        y.dump(topo, f)
     return path
 
 
