@@ -110,6 +110,11 @@ def check_liveness(ctx: AnalysisContext) -> CheckResult:
     bound = liveness_bound(ctx.plan)
     desc = (f"no event stays in a client's buffer longer than {bound['bound_s']} s (TM pipeline + "
             "way back + ENS path + faults + slack, from the plan)")
+    params = _params(ctx)
+    if not params.get("diffuse", True) or not params.get("log_notify", True):
+        return CheckResult("liveness", True, 0, description=desc,
+                           details={"applicable": False, **bound,
+                                    "why": "no events diffused or no notifications logged"})
     hist = _history(ctx, with_subs=True)
     if ctx.has("o_stuck"):
         hist = hist + _collect(ctx.df("o_stuck").select(
