@@ -142,7 +142,8 @@ class OrderingClientHost(Node):
         self._stuck_seen: set[tuple[str, str]] = set()
         opts = dict(reliable=params.get("ens", "reliable") == "reliable",
                     buffer_size=int(params.get("buffer", 64)), ttl_s=float(params.get("ttl", 1.0)),
-                    retry_s=float(params.get("retry", 0.0)), rank=rank_table(tm))
+                    retry_s=float(params.get("retry", 0.0)),
+                    rank=rank_table(tm) if params.get("pipeline", True) else None)
         self.clients = [f"{self.group}-{i}" for i in range(count)]
         self.brokers = sorted(set(attach))
         self.mods: dict[str, OrderingModule] = {}

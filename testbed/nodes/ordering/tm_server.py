@@ -48,8 +48,10 @@ class TMServer(Node):
         if not tm:
             raise ValueError("ordering: placement.topic_managers is required")
         self.servers = list(tm["servers"])
+        pipeline = bool(params.get("pipeline", True))  # false: the paper's routing (issue #11)
         self.host = TMHost(self.name, make_placement(tm), causal=params.get("order") == "causal",
-                           servers=self.servers, rank=rank_table(tm))
+                           servers=self.servers if pipeline else None,
+                           rank=rank_table(tm) if pipeline else None)
         self.recovery = bool(params.get("tm_recovery", False))
         self._fd: int | None = None
         self._out: dict[str, dict[int, dict[str, Any]]] = {}  # peer -> seq -> chain message

@@ -24,6 +24,8 @@ class Params(StrictModel):
     ``diffuse``: publish timestamped events on the ENS (false: timestamping only).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
     ``warmup``: publications start this long after the workload start (subscriptions first).
+    ``pipeline``: false routes chains as the paper does (topic id order, straight to the next
+    topic's server), which lets chains overtake each other (issue #11); for comparison only.
     ``tm_recovery``: TM servers keep their state on stable storage and resend chain messages
     between them until acknowledged, so a TM server survives crash + restart (with ``retry``).
     ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
@@ -41,6 +43,7 @@ class Params(StrictModel):
     warmup: Time = 0.0
     stuck_after: Time = 0.5
     tm_recovery: StrictBool = False
+    pipeline: StrictBool = True
 
 
 class TopicManagers(StrictModel):
