@@ -122,10 +122,12 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         comp = next((c for c in checks if c["name"] == "completeness"), None)
         if comp:
             d = comp["details"]
+            margins = ", ".join(f"{label} {d[k]} s" for label, k in (
+                ("settle", "settle_s"), ("travel margin", "travel_margin_s"),
+                ("fault margin", "fault_margin_s")) if d.get(k) is not None)
             L += ["", f"Completeness: {d.get('expected')} expected deliveries, {d.get('delivered')} delivered, "
-                  f"{comp['attributed']} missing inside fault windows, {comp['violations']} missing outside "
-                  f"(settle {d.get('settle_s')} s, travel margin {d.get('travel_margin_s')} s, "
-                  f"fault margin {d.get('fault_margin_s')} s)."]
+                  f"{comp['attributed']} missing inside fault windows, {comp['violations']} missing outside"
+                  + (f" ({margins})." if margins else ".")]
     else:
         L.append(f"No checks registered for protocol `{plan.get('protocol')}`.")
 

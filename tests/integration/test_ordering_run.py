@@ -65,6 +65,10 @@ def test_spark_checks_and_metrics(runs):
                                 json.loads((run / "manifest.json").read_text()), dict(ing))
     res = {r.name: r for r in (c(ctx) for c in CHECKS)}
     assert res["tno"].passed and res["completeness"].passed
+    assert res["liveness"].passed, res["liveness"]
+    assert 1.0 < res["liveness"].details["bound_s"] < 3.0  # the smoke topology's 20 ms links
+    d = res["completeness"].details  # what the report's completeness line prints
+    assert d["delivered"] == d["expected"] and d["settle_s"] > 0 and d["travel_margin_s"] >= 0
     assert res["completeness"].details["expected"] > 20
     m = run_metrics(dict(ing), spark)
     assert m["n"] > 50 and m["size_mean"] >= 1 and m["latency_mean_ms"] > 0

@@ -10,6 +10,9 @@ same functions the simulated-harness tests run).
   1 s after, or the event was published in the last second of the run.
 * ``ooo_tagging`` (unreliable ENS only): an event is tagged out-of-order iff a
   previously notified event at that client has a larger timestamp.
+* ``liveness``: no event stays in a client's buffer longer than a bound derived from the
+  plan (``testbed.analysis.ordering.liveness``: the TM pipeline's delay, the way back to
+  the publisher and the longest ENS path); each late event reported with what it waits for.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pyspark.sql import functions as F
 from testbed.analysis.checks import CheckResult
 from testbed.analysis.context import AnalysisContext
 from testbed.analysis.ordering import history as H
+from testbed.analysis.ordering.liveness import check_liveness as _check_liveness
+from testbed.analysis.ordering.liveness import liveness_bound
 
 TRAVEL_MARGIN_S = 1.0  # events published in the last second may still be in flight at the end
 
@@ -29,12 +34,12 @@ TRAVEL_MARGIN_S = 1.0  # events published in the last second may still be in fli
 def notify_rows(notify: DataFrame) -> DataFrame:
     """[client, eid, topic, ts, ooo, order, t] in notification order per client."""
     return notify.select("client", "eid", "topic", "ts", "ooo", F.col("n").alias("order"),
-                         F.col("t_rel_s").alias("t"))
+                         F.col("t_rel_s").alias("t"), "wait_ms")
 
 
 def publish_rows(timestamp: DataFrame) -> DataFrame:
-    """[client, eid, topic, t, t0]: the ENS publication (t) and the publish() call (t0)."""
-    return timestamp.select("client", "eid", "topic", F.col("t_rel_s").alias("t"),
+    """[client, eid, topic, sn, t, t0]: the ENS publication (t) and the publish() call (t0)."""
+    return timestamp.select("client", "eid", "topic", "sn", F.col("t_rel_s").alias("t"),
                             (F.col("t_rel_s") - F.col("latency_ms") / 1e3).alias("t0"))
 
 
@@ -49,8 +54,8 @@ def _history(ctx: AnalysisContext, with_subs: bool) -> list[dict[str, Any]]:
     hist = _collect(notify_rows(ctx.df("o_notify")), "o_notify")
     if with_subs:
         hist += _collect(publish_rows(ctx.df("o_timestamp")), "o_ens_publish")
-        hist += _collect(ctx.df("o_subscribed").select("client", "topic", F.col("t_rel_s").alias("t")),
-                         "o_subscribed")
+        hist += _collect(ctx.df("o_subscribed").select("client", "topic", "ts",
+                                                       F.col("t_rel_s").alias("t")), "o_subscribed")
         hist += _collect(ctx.df("o_unsubscribe").select("client", "topic", F.col("t_rel_s").alias("t")),
                          "o_unsubscribe")
     ctx.results[key] = hist
@@ -83,7 +88,13 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
     last = max((h["t"] for h in hist if h["ev"] == "o_notify"), default=0.0)
     until = last - min(ctx.options.travel_margin_s, TRAVEL_MARGIN_S)
     r = H.check_completeness(hist, until=until)
-    return _result("completeness", desc, r, applicable=True, until_s=round(until, 3))
+    # the report's completeness line: delivered, and the window (events whose publish() began
+    # after subscribe(T) returned, which is ens_settle after the ENS subscription at the
+    # earliest; the run's last travel margin is not counted; no fault attribution here)
+    return _result("completeness", desc, r, applicable=True, until_s=round(until, 3),
+                   delivered=int(r["expected"]) - int(r["violations"]),
+                   settle_s=float(_params(ctx).get("ens_settle", 0.3)),
+                   travel_margin_s=round(last - until, 3))
 
 
 def check_ooo_tagging(ctx: AnalysisContext) -> CheckResult:
@@ -95,4 +106,22 @@ def check_ooo_tagging(ctx: AnalysisContext) -> CheckResult:
     return _result("ooo_tagging", desc, r, applicable=True)
 
 
-CHECKS = [check_tno, check_completeness, check_ooo_tagging]
+def check_liveness(ctx: AnalysisContext) -> CheckResult:
+    bound = liveness_bound(ctx.plan)
+    desc = (f"no event stays in a client's buffer longer than {bound['bound_s']} s (TM pipeline + "
+            "way back + ENS path + faults + slack, from the plan)")
+    params = _params(ctx)
+    if not params.get("diffuse", True) or not params.get("log_notify", True):
+        return CheckResult("liveness", True, 0, description=desc,
+                           details={"applicable": False, **bound,
+                                    "why": "no events diffused or no notifications logged"})
+    hist = _history(ctx, with_subs=True)
+    if ctx.has("o_stuck"):
+        hist = hist + _collect(ctx.df("o_stuck").select(
+            "client", "eid", "topic", "age_ms", "final", "waits", "sub",
+            F.col("t_rel_s").alias("t")), "o_stuck")
+    r = _check_liveness(hist, bound["bound_s"])
+    return _result("liveness", desc, r, **{k: v for k, v in bound.items() if k != "bound_s"})
+
+
+CHECKS = [check_tno, check_completeness, check_ooo_tagging, check_liveness]

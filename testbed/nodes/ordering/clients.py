@@ -20,7 +20,7 @@ import random
 from typing import Any, Callable
 
 from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
-from testbed.nodes.ordering.placement import make_placement
+from testbed.nodes.ordering.placement import make_placement, rank_table
 from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
@@ -63,7 +63,7 @@ class _Env:
         h.rt.send(self.broker, {"k": "sub", "id": f"{self.cid}:t{topic}",
                                 "f": f"[topic,eq,{topic}]", "c": self.cid})
         self.ens_topics.add(topic)
-        h.rt.call_later(h.settle, done)
+        h.after_broker_up(self.broker, done)
 
     def ens_unsubscribe(self, topic: int) -> None:
         self.ens_topics.discard(topic)
@@ -86,14 +86,27 @@ class _Env:
     def timestamp_done(self, cid: str, eid: str, topic: int, ts: dict[int, int], latency_s: float,
                        hops: int, servers: list[str], tries: int) -> None:
         h = self.h
-        h.rt.log("o_timestamp", client=cid, eid=eid, topic=topic, size=len(ts),
+        h.rt.log("o_timestamp", client=cid, eid=eid, topic=topic, sn=ts.get(topic, 0), size=len(ts),
                  latency_ms=latency_s * 1e3, hops=hops, servers=list(servers), tries=tries,
                  t0=h.rt.wall_ns() - int(latency_s * 1e9))
 
     def subscribed(self, cid: str, topic: int, ts: dict[int, int], latency_s: float) -> None:
         self.h.subscribed += 1
         self.h.rt.log("o_subscribed", client=cid, topic=topic, latency_ms=latency_s * 1e3,
-                      size=len(ts))
+                      size=len(ts), ts=ts_to_wire(ts))
+
+
+def ens_advertisements(process: str, brokers: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The advertisement a client process sends each broker its clients are attached to.
+
+    One per broker, each with its own id: the overlay keeps the first advertisement of an
+    id and drops later copies, so with one shared id every broker but one would hold the
+    advertisement from a neighbour instead of from its own clients; subscriptions would
+    stop at that one broker and the publications of clients attached elsewhere would match
+    nothing (issue #11: a client group with ``attach: [b2, b3]``).
+    """
+    return [(b, {"k": "adv", "id": f"{process}@{b}:adv", "f": "[topic,>=,0]",
+                 "c": f"{process}.adv"}) for b in brokers]
 
 
 class OrderingClientHost(Node):
@@ -124,9 +137,14 @@ class OrderingClientHost(Node):
         self.diffuse = bool(params.get("diffuse", True))
         self.log_notify = bool(params.get("log_notify", True))
         self.warmup = float(params.get("warmup", 0.0))
+        self.stuck_after = float(params.get("stuck_after", 0.5))
+        self._brokers_up: set[str] = set()
+        self._until_up: dict[str, list[Callable[[], None]]] = {}
+        self._stuck_seen: set[tuple[str, str]] = set()
         opts = dict(reliable=params.get("ens", "reliable") == "reliable",
                     buffer_size=int(params.get("buffer", 64)), ttl_s=float(params.get("ttl", 1.0)),
-                    retry_s=float(params.get("retry", 0.0)))
+                    retry_s=float(params.get("retry", 0.0)),
+                    rank=rank_table(tm) if params.get("pipeline", True) else None)
         self.clients = [f"{self.group}-{i}" for i in range(count)]
         self.brokers = sorted(set(attach))
         self.mods: dict[str, OrderingModule] = {}
@@ -141,9 +159,8 @@ class OrderingClientHost(Node):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        for b in self.brokers:
-            self.rt.send(b, {"k": "adv", "id": f"{self.name}:adv", "f": "[topic,>=,0]",
-                             "c": f"{self.name}.adv"})
+        for b, msg in ens_advertisements(self.name, self.brokers):
+            self.rt.send(b, msg)
         if self.role in ("client", "subscriber") and self.k > 0:
             subs = client_subscriptions(self.rng, self.pop, self.clients, self.k)
             for c, m in self.mods.items():
@@ -169,7 +186,24 @@ class OrderingClientHost(Node):
 
     def _stats_tick(self) -> None:
         self._log_stats()
+        self._log_stuck(final=False)
         self.rt.call_later(STATS_INTERVAL_S, self._stats_tick)
+
+    def _log_stuck(self, final: bool) -> None:
+        """``o_stuck`` for every event held back longer than ``stuck_after`` (once per event),
+        and at the end for every event still held back (``final``), with what it waits for."""
+        now = self.rt.mono_ns() / 1e9
+        rt, where, seen = self.rt, self.where, self._stuck_seen
+        for c, m in self.mods.items():
+            for b in m.buffered():
+                age = now - b["at"] if b["at"] else 0.0
+                if not final and (age < self.stuck_after or (c, b["eid"]) in seen):
+                    continue
+                seen.add((c, b["eid"]))
+                rt.log("o_stuck", client=c, eid=b["eid"], topic=b["topic"],
+                       ts=ts_to_wire(b["ts"]), dummy=b["dummy"], age_ms=age * 1e3, final=final,
+                       waits=[[t, have, need, where(t)] for t, have, need in b["waits"]],
+                       sub=b.get("sub", ""))
 
     def _log_stats(self) -> None:
         ms = self.mods.values()
@@ -183,9 +217,30 @@ class OrderingClientHost(Node):
     async def stop(self) -> None:
         self.workload.stop()
         self._log_stats()
+        self._log_stuck(final=True)
 
     def status(self) -> dict[str, Any]:
         return {"clients": len(self.clients), "notified": self.notified, "subscribed": self.subscribed}
+
+    # -- ENSsubscribeReturn ---------------------------------------------------------------
+    def after_broker_up(self, broker: str, done: Callable[[], None]) -> None:
+        """``done`` ``ens_settle`` after the subscription reached ``broker``: counted from the
+        connection to the broker, not from the send. A client process that subscribes at start
+        may do so before its broker is up; its frames wait in the runtime's queue, and a timer
+        started at the send could expire before the broker even saw the subscription (found by
+        the randomized runs: a broker up 0.35 s after its clients, settle 0.3 s)."""
+        if broker in self._brokers_up:
+            self.rt.call_later(self.settle, done)
+        else:
+            self._until_up.setdefault(broker, []).append(done)
+
+    def on_peer_up(self, peer: str) -> None:
+        self._brokers_up.add(peer)
+        for done in self._until_up.pop(peer, ()):
+            self.rt.call_later(self.settle, done)
+
+    def on_peer_down(self, peer: str) -> None:
+        self._brokers_up.discard(peer)
 
     # -- messages ---------------------------------------------------------------------------
     def on_message(self, src: str, msg: dict[str, Any]) -> None:

@@ -3,8 +3,10 @@
 Pseudocode: ``papers/ordering-baldoni-supplement-pseudocode.txt`` (Figs 1-5).
 Section references (Sec 3.4, Sec 4) are to ``papers/ordering-baldoni-main.txt``.
 
-Topics are integers; the precedence relation ``->`` is the topic id order
-(``T -> T'`` iff ``T < T'``: topic 0 has the highest rank). A timestamp is a
+Topics are integers; the precedence relation ``->`` is given by a ``rank`` table
+(``T -> T'`` iff ``rank[T] < rank[T']``; the processes rank topics by (TM server position,
+id), see :func:`testbed.nodes.ordering.placement.rank_table` and :class:`TMHost`); without
+one it is the topic id order (topic 0 has the highest rank). A timestamp is a
 ``dict[int, int]`` topic -> sequence number (``BOTTOM`` = 0 stands for the
 pseudocode's bottom: sequence numbers start at 1).
 
@@ -49,22 +51,33 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 BOTTOM = 0
 
 # --------------------------------------------------------------------------- timestamps
 
 
-def next_topic(ts: Mapping[int, int], topic: int | None) -> int | None:
-    """``next(ts, T)``: the topic preceding ``topic`` in ``ts`` (the largest id below it).
+def next_topic(ts: Mapping[int, int], topic: int | None,
+               rank: Sequence[int] | None = None) -> int | None:
+    """``next(ts, T)``: the topic preceding ``topic`` in ``ts`` by the precedence ``->``.
 
-    With ``topic=None``: the last topic of ``ts`` (the largest id). None if none.
+    ``rank[t]`` is topic t's position (smaller = higher rank); without it the topic id
+    (the largest id below ``topic``). With ``topic=None``: the last topic of ``ts``. None if none.
     """
+    if rank is None:
+        best = None
+        for t in ts:
+            if (topic is None or t < topic) and (best is None or t > best):
+                best = t
+        return best
     best = None
+    limit = None if topic is None else rank[topic]
+    br = -1
     for t in ts:
-        if (topic is None or t < topic) and (best is None or t > best):
-            best = t
+        r = rank[t]
+        if (limit is None or r < limit) and r > br:
+            best, br = t, r
     return best
 
 
@@ -154,10 +167,16 @@ class TopicManager:
     external_subs: dict[str, frozenset[int]] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)  # co-occurrence counts over external_subs
     sg: set[int] = field(default_factory=set)
+    rank: Sequence[int] | None = None  # the precedence (see next_topic); None: topic ids
 
     def __post_init__(self) -> None:
         if not self.sg:
             self.sg = {self.topic}
+
+    def _lower(self, t: int) -> bool:
+        """``T -> t``: t has a lower rank than this TM's topic."""
+        r = self.rank
+        return t > self.topic if r is None else r[t] > r[self.topic]
 
     # -- subscriptions (Fig 4b lines 02-03, Fig 5b lines 01-05) --------------------
     def _set_sub(self, cid: str, sub: frozenset[int] | None) -> None:
@@ -184,25 +203,25 @@ class TopicManager:
                 ts[t] = sn
         self.lc += 1  # (06)
         ts[self.topic] = self.lc  # (07)
-        return ts, next_topic(ts, self.topic)  # (08)
+        return ts, next_topic(ts, self.topic, self.rank)  # (08)
 
     def fill_in_pub_ts(self, ts: dict[int, int]) -> int | None:
         """FILL_IN_PUB_TS (lines 14-24): record lower-ranked entries, put LC_T, forward."""
         for t, sn in ts.items():  # (15-17)
-            if t > self.topic and sn > self.llc.get(t, BOTTOM):
+            if sn > self.llc.get(t, BOTTOM) and self._lower(t):
                 self.llc[t] = sn
         ts[self.topic] = self.lc  # (18)
-        return next_topic(ts, self.topic)  # (19)
+        return next_topic(ts, self.topic, self.rank)  # (19)
 
     # -- Fig 4b -------------------------------------------------------------------
     def fill_in_sub_ts(self, ts: dict[int, int], sub: Iterable[int], cid: str) -> int | None:
         self._set_sub(cid, frozenset(sub))  # (02-03)
         for t, sn in ts.items():  # (04-06)
-            if t > self.topic and t in self.sg and sn > self.llc.get(t, BOTTOM):
+            if t in self.sg and sn > self.llc.get(t, BOTTOM) and self._lower(t):
                 self.llc[t] = sn
         self.lc += 1  # (07)
         ts[self.topic] = self.lc  # (08)
-        return next_topic(ts, self.topic)  # (09)
+        return next_topic(ts, self.topic, self.rank)  # (09)
 
     # -- Fig 5b -------------------------------------------------------------------
     def update_sub(self, cid: str, sub: Iterable[int]) -> None:
@@ -248,26 +267,40 @@ class TMHost:
     and returns the outbound ``(destination process, message)`` pairs; chains
     through topic managers of this same server run here without the network.
     Counters feed the throughput and outgoing-bandwidth metrics.
+
+    **The pipeline** (``servers``, the placement's server list, and ``rank``, from
+    :func:`testbed.nodes.ordering.placement.rank_table`): topics are ranked by their
+    server's position, so a chain visits servers from the last towards the first, each
+    at most once; a chain message for a server further down is relayed through every
+    server in between. Two chains that pass one topic manager in some order then pass
+    every later one in the same order (FIFO links, one process per server): a chain
+    cannot overtake another on a shorter path, which would make two timestamps each
+    claim to follow the other (docs/ordering.md, deviation 9: the pipeline). Without
+    ``servers`` (a single server, tests) chains go straight to the next topic's server.
     """
 
     def __init__(self, name: str, placement: Callable[[int], str], *, causal: bool = False,
-                 dedupe: int = 100_000) -> None:
+                 dedupe: int = 100_000, servers: Sequence[str] | None = None,
+                 rank: Sequence[int] | None = None) -> None:
         self.name = name
         self.placement = placement
         self.causal = causal
+        self.rank = rank
+        self.servers = list(servers) if servers else None
+        self._pos = {s: i for i, s in enumerate(self.servers or ())}
         self.tms: dict[int, TopicManager] = {}
         self._done: OrderedDict[tuple, tuple[str, dict[str, Any]]] = OrderedDict()
         self._dedupe = dedupe
         self.c = {"created": 0, "filled": 0, "completed": 0, "sub_steps": 0, "update_subs": 0,
                   "ts_bytes_handled": 0, "ts_bytes_remote": 0, "msgs_remote": 0,
-                  "local_hops": 0, "retries_answered": 0}
+                  "local_hops": 0, "retries_answered": 0, "relayed": 0}
 
     def tm(self, topic: int) -> TopicManager:
         tm = self.tms.get(topic)
         if tm is None:
             if self.placement(topic) != self.name:
                 raise ValueError(f"topic {topic} is not managed by {self.name}")
-            tm = self.tms[topic] = TopicManager(topic, causal=self.causal)
+            tm = self.tms[topic] = TopicManager(topic, causal=self.causal, rank=self.rank)
         return tm
 
     def handle(self, msg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -278,6 +311,9 @@ class TMHost:
             self.tm(msg["to"]).update_sub(msg["cid"], msg["sub"])
             return out
         c = self.c
+        if (k == FILL_IN_PUB_TS or k == FILL_IN_SUB_TS) and self.placement(msg["to"]) != self.name:
+            c["relayed"] += 1  # passing through towards a server further down the pipeline
+            return [(self._toward(self.placement(msg["to"])), msg)]
         while True:  # follow the chain while it stays on this server
             dst, nxt = self._step(msg)
             nk = nxt["k"]
@@ -292,8 +328,19 @@ class TMHost:
                 continue
             if nk == FILL_IN_PUB_TS or nk == FILL_IN_SUB_TS:
                 c["msgs_remote"] += 1
+                dst = self._toward(dst)
             out.append((dst, nxt))
             return out
+
+    def _toward(self, server: str) -> str:
+        """The next server on the pipeline towards ``server`` (itself if adjacent or unknown)."""
+        pos = self._pos
+        if not pos:
+            return server
+        i, j = pos[self.name], pos.get(server)
+        if j is None or j >= i - 1:
+            return server
+        return self.servers[i - 1]  # type: ignore[index]
 
     def _step(self, msg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         k = msg["k"]
@@ -383,8 +430,9 @@ class OrderingModule:
 
     def __init__(self, cid: str, host: str, env: Env, *, reliable: bool = True,
                  buffer_size: int = 64, ttl_s: float = 1.0, retry_s: float = 0.0,
-                 late_window: int = 1024) -> None:
+                 late_window: int = 1024, rank: Sequence[int] | None = None) -> None:
         self.cid = cid
+        self.rank = rank  # the TMs' precedence: a subscription chain starts at its last topic
         self.host = host
         self.env = env
         self.reliable = reliable
@@ -486,7 +534,7 @@ class OrderingModule:
         self._send_fill_sub(rid, ts, sub)
 
     def _send_fill_sub(self, rid: str, ts: dict[int, int], sub: list[int]) -> None:
-        last = next_topic(ts, None)  # (05)
+        last = next_topic(ts, None, self.rank)  # (05)
         self.env.send_tm(last, {"k": FILL_IN_SUB_TS, "ts": ts_to_wire(ts), "sub": sub,
                                 "cid": self.cid, "host": self.host, "rid": rid, "to": last})
         if self.retry_s > 0:
@@ -539,7 +587,7 @@ class OrderingModule:
         topic = ev["T"]
         ts = ts_from_wire(ev["ts"])
         if topic in self._pending_sub:  # subscribing to T: buffer until COMPLETED_SUB_VC
-            self._pending_sub[topic].append((ev, ts))
+            self._pending_sub[topic].append(({**ev, "_at": self.env.now()}, ts))
             return
         self._on_notify(ev, ts)
         self._drain()
@@ -643,6 +691,42 @@ class OrderingModule:
                     self.to_deliver.remove(b)
                     self._notify(b.ev, b.ts, out_of_order=False, at=b.at)
                     progress = True
+
+    # -- liveness: what the buffered events wait for ---------------------------------
+    def waits_for(self, ts: Mapping[int, int], topic: int, dummy: bool = False) -> list[list[int]]:
+        """What keeps an event of ``topic`` with timestamp ``ts`` in the buffer.
+
+        ``[[T', have, need], ...]``: this subscriber's ``sub_LC[T']`` is ``have`` and must reach
+        ``need`` first. For the event's own topic ``need = ts[T] - 1`` (the predecessor with
+        sequence number ``have + 1`` has not been notified); for another subscribed topic
+        ``need = ts[T']`` (Def. 4: every event of T' up to ``ts[T']`` precedes it).
+        """
+        lc = self.sub_lc
+        have = lc.get(topic, BOTTOM)
+        out: list[list[int]] = []
+        if ts.get(topic, BOTTOM) > have + 1:
+            out.append([topic, have, ts[topic] - 1])
+        if not dummy:
+            for t in sorted(ts):
+                if t != topic and t in lc and ts[t] > lc[t]:
+                    out.append([t, lc[t], ts[t]])
+        return out
+
+    def buffered(self) -> list[dict[str, Any]]:
+        """Every event held back: in ``to_deliver`` (waiting for predecessors) or waiting for
+        this client's own subscription to complete (``sub``: the pending request id)."""
+        rows = []
+        for b in self.to_deliver:
+            rows.append({"eid": b.ev["eid"], "topic": b.topic, "ts": b.ts, "at": b.at,
+                         "dummy": bool(b.ev.get("dummy")),
+                         "waits": self.waits_for(b.ts, b.topic, bool(b.ev.get("dummy")))})
+        busy = self._sub_busy
+        for topic, evs in self._pending_sub.items():
+            for ev, ts in evs:
+                rows.append({"eid": ev["eid"], "topic": topic, "ts": ts, "at": ev.get("_at", 0.0),
+                             "dummy": bool(ev.get("dummy")), "waits": [],
+                             "sub": (busy or {}).get("rid") or "ens_subscribe"})
+        return rows
 
     # -- Sec 4 unreliable mode: TTL expiry and full buffer force the head out ---------
     def _head(self) -> _Buffered | None:

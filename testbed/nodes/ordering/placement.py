@@ -50,3 +50,17 @@ def placement_table(tm: dict[str, Any]) -> list[str]:
 
 def topics_of(tm: dict[str, Any], server: str) -> list[int]:
     return [t for t, s in enumerate(placement_table(tm)) if s == server]
+
+
+def rank_table(tm: dict[str, Any]) -> list[int]:
+    """``rank[topic]``: the topic's position in the precedence ``->`` (smaller = higher rank).
+
+    Topics are ranked by the position of their TM server in ``servers``, then by id:
+    every timestamp chain then visits the servers in one direction, each at most once
+    (see :class:`testbed.nodes.ordering.core.TMHost`, the pipeline). With ``range``
+    placement this is the topic id order itself.
+    """
+    table = placement_table(tm)
+    pos = {s: i for i, s in enumerate(tm["servers"])}
+    n = len(table)
+    return [pos[s] * n + t for t, s in enumerate(table)]

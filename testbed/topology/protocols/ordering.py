@@ -24,6 +24,12 @@ class Params(StrictModel):
     ``diffuse``: publish timestamped events on the ENS (false: timestamping only).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
     ``warmup``: publications start this long after the workload start (subscriptions first).
+    ``pipeline``: false routes chains as the paper does (topic id order, straight to the next
+    topic's server), which lets chains overtake each other (issue #11); for comparison only.
+    ``tm_recovery``: TM servers keep their state on stable storage and resend chain messages
+    between them until acknowledged, so a TM server survives crash + restart (with ``retry``).
+    ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
+    this long (the liveness check reads it).
     """
 
     ens: Literal["reliable", "unreliable"] = "reliable"
@@ -35,6 +41,9 @@ class Params(StrictModel):
     diffuse: StrictBool = True
     log_notify: StrictBool = True
     warmup: Time = 0.0
+    stuck_after: Time = 0.5
+    tm_recovery: StrictBool = False
+    pipeline: StrictBool = True
 
 
 class TopicManagers(StrictModel):
@@ -83,8 +92,55 @@ CLIENT_ROLES = {"client", "publisher", "subscriber"}
 ACYCLIC = None
 
 
+ENS_SETTLE_MARGIN_S = 0.1  # processing on the way, on top of the links' worst delays
+
+
+def ens_propagation_s(topology) -> tuple[float, list[str]]:
+    """How long an ENS subscription may need before it is active at every broker.
+
+    Advertisements flood the broker tree from each client process's broker, and a
+    subscription only travels towards brokers whose advertisement reached its own: on the
+    longest tree path that is one crossing for the advertisement and one back for the
+    subscription, each link at its worst (``delay + 4 jitter``, as the liveness bound).
+    Returns (seconds, the path's end brokers).
+    """
+    from collections import deque
+
+    from testbed.topology.expand import _hosts, _processes, key, resolve_links
+
+    nodes = _processes(topology, _hosts(topology))
+    specs = resolve_links(topology, nodes)
+    brokers = [n for n, p in nodes.items() if p.role == "broker"]
+
+    def hop(a: str, b: str) -> float:
+        worst = 0.0
+        for k in (key(a, b), key(b, a)):
+            sp = specs.get(k)
+            if sp is not None:
+                span = 1.0 if sp.distribution == "uniform" else 4.0
+                worst = max(worst, sp.delay_ms + span * sp.jitter_ms)
+        return worst / 1e3
+
+    best, ends = 0.0, []
+    for src in brokers:
+        dist, todo = {src: 0.0}, deque([src])
+        while todo:
+            b = todo.popleft()
+            for n in nodes[b].neighbors:
+                if n in nodes and nodes[n].role == "broker" and n not in dist:
+                    dist[n] = dist[b] + hop(b, n)
+                    todo.append(n)
+        for dst, d in dist.items():
+            if d > best:
+                best, ends = d, [src, dst]
+    return 2 * best, ends
+
+
 def check(topology) -> list:
-    """Topic-manager servers and explicit assignments must name nodes of the topology."""
+    """Topic-manager servers and explicit assignments must name nodes of the topology; with a
+    reliable ENS, ``ens_settle`` must cover an ENS subscription's propagation (issue #11: a
+    subscription that is not yet active where a subscriber publishes its subscriptionUpdate
+    dummy loses the dummy, and every event after it on that topic waits for it forever)."""
     problems = []
     tm = topology.protocol_placement.topic_managers if topology.protocol_placement else None
     if tm is None:
@@ -97,4 +153,16 @@ def check(topology) -> list:
         if server not in tm.servers:
             problems.append(topology.problem(("placement", "topic_managers", "assign", server),
                                              f"{server!r} is not one of the servers"))
+    params = topology.protocol_params
+    if problems or params is None or params.ens != "reliable" or not params.diffuse:
+        return problems
+    need, ends = ens_propagation_s(topology)
+    need += ENS_SETTLE_MARGIN_S
+    if params.ens_settle < need:
+        problems.append(topology.problem(
+            ("params", "ens_settle"),
+            f"ens_settle {params.ens_settle:g}s is shorter than an ENS subscription may need to "
+            f"become active at every broker ({need:.3f}s: advertisement out and subscription back "
+            f"along {ends[0]}..{ends[1]}, plus {ENS_SETTLE_MARGIN_S:g}s); set "
+            f"params.ens_settle to at least {-(-need * 10 // 1) / 10:g}s"))
     return problems

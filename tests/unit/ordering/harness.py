@@ -15,29 +15,39 @@ import random
 from typing import Any, Callable
 
 from testbed.nodes.ordering.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, TMHost,
-                                         ts_to_wire)
-from testbed.nodes.ordering.placement import make_placement
+                                         ts_from_wire, ts_to_wire)
+from testbed.nodes.ordering.placement import make_placement, rank_table
 
 
 class Sim:
     def __init__(self, *, n_topics: int = 12, servers=("s1", "s2"), seed: int = 1,
                  ens_loss: float = 0.0, tm_loss: float = 0.0, reliable: bool = True,
                  retry_s: float = 0.0, causal: bool = False, ttl_s: float = 0.5,
-                 buffer_size: int = 16, delay=(0.001, 0.05)) -> None:
+                 buffer_size: int = 16, delay=(0.001, 0.05), strategy: str = "range",
+                 link_delay: Callable[[str, str], tuple[float, float]] | None = None,
+                 assign: dict[str, list[int]] | None = None, pipeline: bool = True) -> None:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.q: list = []
         self.seq = itertools.count()
-        self.tmconf = {"topics": n_topics, "strategy": "range", "servers": list(servers)}
+        self.tmconf = {"topics": n_topics, "strategy": strategy, "servers": list(servers)}
+        if assign is not None:
+            self.tmconf.update(strategy="explicit", assign=assign)
         self.where = make_placement(self.tmconf)
-        self.hosts = {s: TMHost(s, self.where, causal=causal) for s in servers}
+        self.rank = rank_table(self.tmconf)
+        if not pipeline:  # the routing before issue #11: topic id order, straight to the next server
+            self.rank = None
+        self.hosts = {s: TMHost(s, self.where, causal=causal, servers=servers if pipeline else None,
+                                rank=self.rank) for s in servers}
         self.clients: dict[str, OrderingModule] = {}
         self.ens_subs: dict[int, set[str]] = {}
         self.ens_loss, self.tm_loss, self.delay = ens_loss, tm_loss, delay
+        self.link_delay = link_delay  # (src, dst) -> (lo, hi) seconds; default: delay
         self.link_free: dict[tuple[str, str], float] = {}
         self.history: list[dict[str, Any]] = []
         self.t0: dict[str, float] = {}
-        self.opts = dict(reliable=reliable, retry_s=retry_s, ttl_s=ttl_s, buffer_size=buffer_size)
+        self.opts = dict(reliable=reliable, retry_s=retry_s, ttl_s=ttl_s, buffer_size=buffer_size,
+                         rank=self.rank)
 
     # -- scheduling ------------------------------------------------------------------------
     def at(self, t: float, fn: Callable, *args) -> None:
@@ -49,7 +59,7 @@ class Sim:
     def send(self, src: str, dst: str, fn: Callable, *args, loss: float = 0.0) -> None:
         if loss and self.rng.random() < loss:
             return
-        d = self.rng.uniform(*self.delay)
+        d = self.rng.uniform(*(self.link_delay(src, dst) if self.link_delay else self.delay))
         t = max(self.now + d, self.link_free.get((src, dst), 0.0))  # FIFO per link
         self.link_free[(src, dst)] = t
         self.at(t, fn, *args)
@@ -72,6 +82,7 @@ class Sim:
             def ens_publish(self, topic, msg):
                 sim.history.append({"ev": "o_ens_publish", "client": cid, "eid": msg["eid"],
                                     "topic": topic, "t": sim.now, "dummy": bool(msg.get("dummy")),
+                                    "sn": ts_from_wire(msg["ts"]).get(topic),
                                     "t0": sim.t0.get(msg["eid"], sim.now)})
                 for sub in list(sim.ens_subs.get(topic, ())):
                     sim.send("ens:" + cid, sub, sim._ens_recv, sub, msg, loss=sim.ens_loss)
@@ -93,19 +104,33 @@ class Sim:
 
             def notify(self, c, ev, ooo, waited):
                 sim.history.append({"ev": "o_notify", "client": c, "eid": ev["eid"], "topic": ev["T"],
-                                    "ts": ev["ts"], "ooo": ooo, "t": sim.now})
+                                    "ts": ev["ts"], "ooo": ooo, "t": sim.now, "wait_ms": waited * 1e3})
 
             def timestamp_done(self, c, eid, topic, ts, lat, hops, servers, tries):
                 sim.t0[eid] = sim.now - lat
                 sim.history.append({"ev": "o_timestamp", "client": c, "eid": eid, "topic": topic,
-                                    "ts": ts_to_wire(ts), "size": len(ts), "t": sim.now})
+                                    "ts": ts_to_wire(ts), "size": len(ts), "t": sim.now,
+                                    "servers": list(servers), "hops": hops})
 
             def subscribed(self, c, topic, ts, lat):
-                sim.history.append({"ev": "o_subscribed", "client": c, "topic": topic, "t": sim.now})
+                sim.history.append({"ev": "o_subscribed", "client": c, "topic": topic, "t": sim.now,
+                                    "ts": ts_to_wire(ts)})
 
         m = OrderingModule(cid, cid, E(), **self.opts)
         self.clients[cid] = m
         return m
+
+    def stuck_records(self) -> list[dict[str, Any]]:
+        """What the client host logs at the end (``o_stuck`` with final=True), for every client."""
+        out = []
+        for cid, m in self.clients.items():
+            for b in m.buffered():
+                out.append({"ev": "o_stuck", "client": cid, "eid": b["eid"], "topic": b["topic"],
+                            "age_ms": (self.now - b["at"]) * 1e3, "final": True,
+                            "waits": [[t, h, n, self.where(t)] for t, h, n in b["waits"]],
+                            "sub": b.get("sub", ""), "t": self.now})
+        return out
+
 
     def _tm_recv(self, server: str, msg: dict) -> None:
         for dst, out in self.hosts[server].handle(msg):
@@ -161,3 +186,4 @@ def random_run(seed: int, *, n_clients: int = 8, n_topics: int = 12, k: int = 4,
         sim.unsubscribe_at(2.2, "c1")
     sim.run()
     return sim
+
