@@ -22,7 +22,8 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from testbed.analysis.ordering.randomized import FAULTS, describe, generate, run_and_check
+    from testbed.analysis.ordering.randomized import FAULTS, describe, generate
+    from testbed.testing.ordering_random import run_and_check
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("-n", type=int, default=20, help="number of topologies (default 20)")

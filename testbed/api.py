@@ -46,7 +46,7 @@ def parse_set(pairs: list[str] | None) -> dict[str, Any]:
 
 def plans(path: str, set_vars: dict[str, Any] | None = None, provider: str | None = None):
     """Every Plan of a topology file (one per sweep point x repeat). Raises TopologyError."""
-    from testbed.topology.expand import plans as _plans
+    from testbed.topology.loader import plans as _plans
 
     if not Path(path).is_file():
         raise UsageError(f"{path}: no such file")

@@ -19,40 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from testbed.topology import loader
 from testbed.topology.plan import Action, ClientGroupPlan, HostPlan, LinkSpec, NodePlan, Plan
 from testbed.topology.schema import Fault, LinkSelector, Topology
 
 DEFAULT_HOST = "localhost"
 
 
-def plans(path: str | Path, set_vars: dict[str, Any] | None = None,
-          provider: str | None = None) -> list[Plan]:
-    """Every Plan of a topology file: the sweep grid (file order) x ``repeat``.
-
-    ``set_vars`` are the ``--set`` template variables; setting a sweep key pins it
-    to that one value. ``provider`` overrides the file's ``provider``.
-    Raises TopologyError (all problems of the file) for an invalid file.
-    """
-    path = Path(path)
-    text = loader.read_source(path)
-    sweep, repeat = loader.read_sweep(path, set_vars, text=text)
-    out: list[Plan] = []
-    for point in loader.sweep_points(sweep, set_vars) or [{}]:
-        rendered = loader.render_text(path, set_vars, point, text=text)
-        topo = loader.load_rendered(rendered, str(path))
-        topo._source_text = text
-        topo._point = dict(point)
-        for r in range(repeat):
-            out.append(expand(topo, provider_override=provider, point=point, repeat_index=r))
-    return out
-
-
 def expand(topo: Topology, *, provider_override: str | None = None,
            point: dict[str, Any] | None = None, repeat_index: int = 0) -> Plan:
     """The resolved Plan of one validated topology."""
-    hosts = _hosts(topo)
-    nodes = _processes(topo, hosts)
+    hosts = resolve_hosts(topo)
+    nodes = resolve_processes(topo, hosts)
     links = resolve_links(topo, nodes)
     actions = fault_actions(topo, nodes, links)
     params = topo.protocol_params.model_dump() if topo.protocol_params is not None else {}
@@ -82,7 +59,7 @@ def expand(topo: Topology, *, provider_override: str | None = None,
 # --------------------------------------------------------------------------- processes
 
 
-def _hosts(topo: Topology) -> dict[str, HostPlan]:
+def resolve_hosts(topo: Topology) -> dict[str, HostPlan]:
     if not topo.hosts:
         return {DEFAULT_HOST: HostPlan(name=DEFAULT_HOST)}
     return {n: HostPlan(name=n, address=h.address, user=h.user, site=h.site, port=h.port,
@@ -98,7 +75,7 @@ def _default_host(hosts: dict[str, HostPlan], site: str) -> str:
     return next(iter(hosts))
 
 
-def _processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, NodePlan]:
+def resolve_processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, NodePlan]:
     adj: dict[str, list[str]] = {n: list(node.neighbors) for n, node in topo.nodes.items()}
     for n, node in topo.nodes.items():
         for nb in node.neighbors:

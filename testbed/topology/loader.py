@@ -30,6 +30,8 @@ from testbed.topology.protocols import PROTOCOLS, client_params_model
 from testbed.topology.references import check_references
 from testbed.topology.sweep import read_sweep, sweep_points
 from testbed.topology.template import read_source, render_text
+from testbed.topology.expand import expand
+from testbed.topology.plan import Plan
 
 
 def load(path: str | Path, set_vars: dict[str, Any] | None = None,
@@ -175,5 +177,27 @@ def _partial(data: CommentedMap) -> S.Topology:
     return S.Topology.model_construct(**fields)
 
 
-__all__ = ["render_text", "read_source", "parse_yaml", "load", "load_rendered", "validate", "locate",
+__all__ = ["plans", "render_text", "read_source", "parse_yaml", "load", "load_rendered", "validate", "locate",
            "dotted", "read_sweep", "sweep_points", "check_references", "problems_from_validation"]
+
+
+def plans(path: str | Path, set_vars: dict[str, Any] | None = None,
+          provider: str | None = None) -> list[Plan]:
+    """Every Plan of a topology file: the sweep grid (file order) x ``repeat``.
+
+    ``set_vars`` are the ``--set`` template variables; setting a sweep key pins it
+    to that one value. ``provider`` overrides the file's ``provider``.
+    Raises TopologyError (all problems of the file) for an invalid file.
+    """
+    path = Path(path)
+    text = read_source(path)
+    sweep, repeat = read_sweep(path, set_vars, text=text)
+    out: list[Plan] = []
+    for point in sweep_points(sweep, set_vars) or [{}]:
+        rendered = render_text(path, set_vars, point, text=text)
+        topo = load_rendered(rendered, str(path))
+        topo._source_text = text
+        topo._point = dict(point)
+        for r in range(repeat):
+            out.append(expand(topo, provider_override=provider, point=point, repeat_index=r))
+    return out

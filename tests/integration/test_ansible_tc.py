@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from testbed.providers.ansible import links
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 pytestmark = [pytest.mark.timeout(300)]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testbed.runs.rundir import RunDir, mark_active
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 ROOT = Path(__file__).resolve().parents[2]
 

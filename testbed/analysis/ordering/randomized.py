@@ -173,14 +173,3 @@ def check_run(run_dir: str | Path) -> dict[str, Any]:
            "liveness": check_liveness(hist, bound["bound_s"]), "notified": len(notes)}
     out["passed"] = all(out[k]["passed"] for k in ("tno", "completeness", "liveness"))
     return out
-
-
-def run_and_check(topo: dict[str, Any], workdir: str | Path) -> dict[str, Any]:
-    """Write, run (local provider, no Spark) and check one topology."""
-    from testbed import api
-
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = write(topo, workdir / f"{topo['name']}.yaml")
-    [rd] = api.run(str(path), runs_dir=str(workdir / "runs"), analyze=False)
-    return {"run_dir": str(rd.path), **check_run(rd.path)}

@@ -37,7 +37,7 @@ from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, Plan
 
 DATA_PORT = 7000

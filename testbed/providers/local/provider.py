@@ -24,7 +24,7 @@ from testbed.providers.control import Controls, run_secret, shutdown_nodes, writ
 from testbed.providers.hostside import procs
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
-from testbed.runs.rundir import RunDir, write_json_atomic
+from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, Plan
 
 NODE_MODULE = procs.NODE_MODULE

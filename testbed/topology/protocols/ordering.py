@@ -106,9 +106,9 @@ def ens_propagation_s(topology) -> tuple[float, list[str]]:
     """
     from collections import deque
 
-    from testbed.topology.expand import _hosts, _processes, key, resolve_links
+    from testbed.topology.expand import key, resolve_hosts, resolve_links, resolve_processes
 
-    nodes = _processes(topology, _hosts(topology))
+    nodes = resolve_processes(topology, resolve_hosts(topology))
     specs = resolve_links(topology, nodes)
     brokers = [n for n, p in nodes.items() if p.role == "broker"]
 

@@ -75,7 +75,7 @@ def _strict_loads(text: str):
 
 
 def test_validate_json_is_the_resolved_plan(capsys):
-    from testbed.topology.expand import plans
+    from testbed.topology.loader import plans
     from testbed.topology.plan import Plan
 
     assert cli.main(["validate", SMOKE, "--json"]) == 0

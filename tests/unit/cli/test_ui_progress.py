@@ -130,7 +130,7 @@ def test_analyze_follows_the_jobs_progress_lines(history):
 def test_run_phases_come_from_the_plans_and_the_run_events(history):
     from pathlib import Path
 
-    from testbed.topology.expand import plans
+    from testbed.topology.loader import plans
 
     smoke = str(Path(__file__).resolve().parents[3] / "topologies" / "smoke.yaml")
     ps = plans(smoke, {}, None)
@@ -160,7 +160,7 @@ def test_plain_lines_are_not_wrapped_in_logs(history):
 def test_run_history_is_kept_per_provider(history):
     from pathlib import Path
 
-    from testbed.topology.expand import plans
+    from testbed.topology.loader import plans
 
     smoke = str(Path(__file__).resolve().parents[3] / "topologies" / "smoke.yaml")
     history.write_text(json.dumps({"run/docker": {"up": 40.0}, "run/local": {"up": 2.0}}))

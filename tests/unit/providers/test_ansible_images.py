@@ -18,7 +18,7 @@ from testbed.errors import ProviderError, TopologyError
 from testbed.providers.ansible import bundle, images
 from testbed.providers.ansible.runner import _message
 from testbed.providers.image import context_digest, context_files
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 TOPO = """
 version: 1

@@ -15,7 +15,7 @@ import yaml
 from testbed.errors import ProviderError
 from testbed.providers.ansible import bundle, inventory, links
 from testbed.providers.ansible.runner import PLAYBOOKS, ssh_common_args
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 TOPO = """
 version: 1

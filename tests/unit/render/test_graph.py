@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed.render.graph import plan_to_dot, q, state_at
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 ROOT = Path(__file__).resolve().parents[3]
 TOPO = ROOT / "topologies"

@@ -125,7 +125,7 @@ def test_fault_timeline(plan):
 
 
 def test_crash_inside_a_stall_or_pause_ends_it(tmp_path):
-    from testbed.topology.expand import plans
+    from testbed.topology.loader import plans
 
     f = tmp_path / "t.yaml"
     f.write_text("version: 1\nname: t\nprotocol: pubsub\nduration: 30s\nsites:\n  a: {}\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from testbed.topology.describe import describe
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 
 ROOT = Path(__file__).resolve().parents[3] / "topologies"
 FILES = sorted(ROOT.rglob("*.yaml"))

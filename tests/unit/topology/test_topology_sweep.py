@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.errors import TopologyError
-from testbed.topology.expand import plans
+from testbed.topology.loader import plans
 from testbed.topology.loader import load, read_sweep, render_text, sweep_points
 
 from .helpers import BASE, write
