@@ -214,8 +214,10 @@ def test_external_protocol_is_installed_run_checked_and_analysed(venv):
     cfg = json.loads((run_dir / "configs" / "t2.json").read_text())
     assert cfg["protocol"] == "extproto" and cfg["node_class"] == "extproto.nodes.ticker:Ticker"
     checks = json.loads((run_dir / "analysis" / "checks.json").read_text())["checks"]
-    (c,) = checks
-    assert c["name"] == "ticks_arrive" and c["passed"] and c["violations"] == 0
+    by = {c["name"]: c for c in checks}
+    assert set(by) == {"ticks_arrive", "control_provenance"}  # its own check + the runtime-wide one
+    c = by["ticks_arrive"]
+    assert c["passed"] and c["violations"] == 0 and by["control_provenance"]["passed"]
     assert (run_dir / "analysis" / "report.md").is_file()
     ingest = json.loads((run_dir / "analysis" / "ingest.json").read_text())
     assert ingest["events"]["ext_send"] >= 4 * 2 * 20 and ingest["events"]["ext_recv"] > 0
@@ -232,6 +234,7 @@ def test_external_protocol_is_installed_run_checked_and_analysed(venv):
     log.write_text("".join(lines[:i] + lines[i + 1:]))
     r2 = run_cli(venv, "analyze", str(broken), check=False)
     assert r2.returncode != 0, r2.stdout[-2000:]
-    (c2,) = json.loads((broken / "analysis" / "checks.json").read_text())["checks"]
+    c2 = next(c for c in json.loads((broken / "analysis" / "checks.json").read_text())["checks"]
+              if c["name"] == "ticks_arrive")
     assert not c2["passed"] and c2["violations"] == 1
     assert c2["examples"][0]["dst"] == "t1" and c2["examples"][0]["n"] == dropped["n"]
