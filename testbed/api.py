@@ -511,17 +511,15 @@ def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
     return removed
 
 
-def reproduce(protocol: str, *, scale: str = "quick", figs: list[int] | None = None,
+def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = None,
               out_dir: str = "reproductions", runs_dir: str | None = None, provider: str | None = None,
-              progress: Progress = _quiet) -> Path:
-    """Re-run a paper's experiments and regenerate its figures (per-protocol ``reproduce``)."""
-    import importlib
+              progress: Progress = _quiet, points: dict[str, Any] | None = None) -> Path:
+    """Re-run a paper's experiments (or ``all``), regenerate its figures, judge its claims, and write
+    ``<out_dir>/REPORT.md`` + ``index.html`` (see ``testbed.experiments``); returns REPORT.md's path."""
+    from testbed.experiments import reproduce as _reproduce
 
-    try:
-        mod = importlib.import_module(f"testbed.analysis.{protocol}.reproduce")
-    except ModuleNotFoundError:
-        raise UsageError(f"no reproduction for protocol {protocol!r}") from None
-    return mod.reproduce(scale, figs, Path(out_dir), runs_dir, provider, progress)
+    return _reproduce(target, scale=scale, figs=figs, out_dir=out_dir, runs_dir=runs_dir, provider=provider,
+                      progress=progress, points=points)
 
 
 def image_build(*, base: str | None = None, offline_base: bool = False, progress: Progress = _quiet) -> str:

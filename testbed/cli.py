@@ -63,9 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--spark-master")
     sub.add_parser("wipe", help="remove everything testbed ever started here (processes, containers, networks)")
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
-    sp.add_argument("protocol", choices=["ordering", "gryphon", "transactions", "mobility"])
+    from testbed.experiments import paper_names
+
+    sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}")
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
+    sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
     sp.add_argument("--out", default="reproductions")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
@@ -176,9 +179,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(f"wiped {len(removed)} resources")
         return 0
     if args.cmd == "reproduce":
+        from testbed.experiments.grid import parse_points_filter
+
         report = api.reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
-                               provider=args.provider, progress=ui.progress_line)
+                               provider=args.provider, progress=ui.progress_line,
+                               points=parse_points_filter(args.points))
         ui.plain(f"report: {report}")
+        ui.plain(f"page: {report.parent / 'index.html'}")
         return 0
     if args.cmd == "image":
         tag = api.image_build(base=args.base, offline_base=args.offline_base, progress=ui.progress_line)

@@ -1,0 +1,79 @@
+"""Paper reproductions: grids of runs, a resumable run index, claims as data, one report.
+
+A paper is a module ``testbed/experiments/<protocol>.py`` defining ``PAPER`` (a
+:class:`~testbed.experiments.grid.Paper`): its figures, the grids of runs they are drawn from, and
+``analyze(ctx)`` (figures and claims from the finished runs, read through ``testbed.analysis``).
+More paper modules can be named in ``$TESTBED_EXPERIMENTS`` (comma-separated module names).
+
+    testbed reproduce {all|<paper>} [--scale quick|paper] [--fig N] [--points k=v,...] [--provider P] [--out DIR]
+
+writes ``<out>/<paper>/`` per paper and ``<out>/REPORT.md`` + ``<out>/index.html`` over every paper
+reproduced in ``<out>`` (see docs/architecture.md, "Experiments").
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from pathlib import Path
+from typing import Any, Callable
+
+from testbed.experiments.grid import Figure, Grid, Paper, Reference  # noqa: F401
+
+ENV = "TESTBED_EXPERIMENTS"
+_SKIP = {"grid", "index", "runner", "claims", "report", "topologies", "plots"}
+
+
+def _modules() -> list[str]:
+    names = [f"testbed.experiments.{m.name}" for m in pkgutil.iter_modules(__path__)
+             if not m.name.startswith("_") and m.name not in _SKIP]
+    names += [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
+    return names
+
+
+def papers() -> dict[str, Paper]:
+    """Every paper that can be reproduced, by name (sorted)."""
+    out: dict[str, Paper] = {}
+    for name in _modules():
+        mod = importlib.import_module(name)
+        paper = getattr(mod, "PAPER", None)
+        if isinstance(paper, Paper):
+            out[paper.name] = paper
+    return dict(sorted(out.items()))
+
+
+def paper_names() -> list[str]:
+    """For the CLI's choices: the paper modules' names, without importing them."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_") and m.name not in _SKIP]
+    if os.environ.get(ENV):
+        names = list(papers())
+    return sorted(set(names))
+
+
+def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = None,
+              out_dir: str | Path = "reproductions", runs_dir: str | None = None, provider: str | None = None,
+              progress: Callable[[str], None] = lambda s: None, points: dict[str, Any] | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None,
+              spark_master: str | None = None) -> Path:
+    """Reproduce one paper (or ``all``); returns the path of ``REPORT.md`` (``index.html`` beside it)."""
+    from testbed.errors import UsageError
+    from testbed.experiments import report
+    from testbed.experiments.runner import reproduce_paper
+
+    have = papers()
+    if target == "all":
+        if figs:
+            raise UsageError("--fig selects figures of one paper; not with `all`")
+        chosen = list(have.values())
+    elif target in have:
+        chosen = [have[target]]
+    else:
+        raise UsageError(f"no reproduction for {target!r} (have: {', '.join(['all', *have])})")
+    out = Path(out_dir)
+    for p in chosen:
+        reproduce_paper(p, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
+                        points=points, on_step=on_step, spark_master=spark_master)
+    md, page = report.write_all(out)
+    progress(f"report: {md} and {page}")
+    return md
