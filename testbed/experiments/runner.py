@@ -112,6 +112,14 @@ def entry_name(e: Entry) -> str:
     return f"{e.grid}/{pt or '-'}/r{e.repeat}"
 
 
+def eta_s(durations: list[float | None], overheads: list[float]) -> float:
+    """Seconds left: each run costs its workload duration plus an overhead (bring-up, drain,
+    teardown, per-run analysis), the mean of the overheads measured so far (OVERHEAD_S before
+    any); a computed entry (duration None) about a second."""
+    over = (sum(overheads) / len(overheads)) if overheads else OVERHEAD_S
+    return sum(1.0 if d is None else d + over for d in durations)
+
+
 def _fmt_s(s: float) -> str:
     s = max(0, int(round(s)))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
@@ -201,7 +209,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
              f"{len(todo)} to run")
     root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
     root.mkdir(parents=True, exist_ok=True)
-    measured: list[float] = []
+    measured: list[float] = []  # seconds beyond the workload duration, per run made
     spark = None
     by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
     try:
@@ -209,10 +217,8 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
             for n, i in enumerate(todo):
                 w, point, r = work[i]
                 remaining = todo[n:]
-                per = (sum(measured) / len(measured)) if measured else None
-                eta = sum(1.0 if work[j][0].grid.compute is not None
-                          else per if per is not None else work[j][0].plan.duration_s + OVERHEAD_S
-                          for j in remaining)
+                eta = eta_s([None if work[j][0].grid.compute is not None else work[j][0].plan.duration_s
+                             for j in remaining], measured)
                 figs_of = paper.figures_of(w.grid.name)
                 step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
                         "repeat": r, "repeats": w.grid.repeats_at(scale), "n": n + 1, "of": len(todo),
@@ -241,7 +247,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 entry["elapsed_s"] = round(dt, 2)
                 entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 if w.grid.compute is None:
-                    measured.append(dt)
+                    measured.append(max(0.0, dt - w.plan.duration_s))
                 stats["ran"] += 1
                 stats["run_s"] += dt
                 index.put(w.key, entry)

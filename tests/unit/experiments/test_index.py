@@ -57,3 +57,12 @@ def test_index_persists_atomically_and_checks_runs(tmp_path):
     (r1 / "analysis" / "checks.json").write_text("{}")
     assert run_finished(str(r1), analyzed=True)
     assert not run_finished(None) and not run_finished(str(tmp_path / "nope"))
+
+
+def test_eta_scales_with_each_remaining_runs_duration():
+    from testbed.experiments.runner import OVERHEAD_S, _fmt_s, eta_s
+
+    assert eta_s([5.0, 20.0], []) == 25.0 + 2 * OVERHEAD_S
+    assert eta_s([5.0, 20.0, None], [4.0, 6.0]) == 5 + 5 + 20 + 5 + 1
+    assert eta_s([], [3.0]) == 0
+    assert _fmt_s(125) == "2m05s" and _fmt_s(3725) == "1h02m"
