@@ -301,7 +301,7 @@ PAPER = Paper(
     title="Baldoni et al., notification ordering in topic-based publish/subscribe",
     notes="docs/ordering.md",
     figures=(
-        Figure(7, "mean timestamp size vs total subscribed topics", ("fig7",), _STATED[7],
+        Figure(7, "mean timestamp size vs subscriptions (topics per subscriber)", ("fig7",), _STATED[7],
                (Reference(46, 10, LABEL[0.349], "about 46 at 10 topics/subscriber, shape 0.349"),
                 Reference(17, 10, LABEL[0.901], "about 17 at 10 topics/subscriber, shape 0.901"))),
         Figure(8, "std dev of the timestamp size", ("fig7",), _STATED[8]),
