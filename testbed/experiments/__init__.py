@@ -59,7 +59,8 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
     """Reproduce one paper (or ``all``); returns the path of ``REPORT.md`` (``index.html`` beside it)."""
     from testbed.errors import UsageError
     from testbed.experiments import report
-    from testbed.experiments.runner import reproduce_paper
+    from testbed.experiments.grid import figure_list
+    from testbed.experiments.runner import Tally, durations, pending, reproduce_paper
 
     have = papers()
     if target == "all":
@@ -71,9 +72,16 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
     else:
         raise UsageError(f"no reproduction for {target!r} (have: {', '.join(['all', *have])})")
     out = Path(out_dir)
+    left = []  # one progress display over every paper: what each still has to run
     for p in chosen:
+        _, work, todo = pending(p, scale, figure_list(p, figs), out / p.name, provider, points)
+        left.append(durations(work, todo))
+    tally = Tally(total=sum(map(len, left)))
+    progress(f"reproduce {target} ({scale}): {tally.total} runs to make in {len(chosen)} paper(s)")
+    for i, p in enumerate(chosen):
+        tally.later = [d for later in left[i + 1:] for d in later]
         reproduce_paper(p, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
-                        points=points, on_step=on_step, spark_master=spark_master)
+                        points=points, on_step=on_step, spark_master=spark_master, tally=tally)
     md, page = report.write_all(out)
     progress(f"report: {md} and {page}")
     return md

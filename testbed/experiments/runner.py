@@ -184,14 +184,19 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
-              provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
-              on_step: Callable[[dict[str, Any]], None] | None = None,
-              spark_master: str | None = None) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
-    """Run what is missing; every entry the figures need, by grid; plus run statistics."""
-    from testbed import api
-    from testbed.runs.rundir import runs_root
+@dataclass
+class Tally:
+    """Progress over a whole ``reproduce`` (every paper): runs left, overheads measured so far."""
 
+    total: int = 0
+    done: int = 0
+    later: list[float | None] = field(default_factory=list)  # durations of the papers not started yet
+    measured: list[float] = field(default_factory=list)  # seconds beyond the workload, per run made
+
+
+def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str | None,
+            flt: dict[str, Any] | None = None) -> tuple[RunIndex, list, list[int]]:
+    """The run index, every (work, point, repeat) the figures need, and the indices of those not in it."""
     index = RunIndex(out / f"index-{scale}.json")
     work = plan_work(paper, scale, figs, provider, flt)
 
@@ -203,32 +208,49 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
             return e if "row" in e else None
         return e if run_finished(e.get("run"), analyzed=w.grid.analyze) else None
 
-    todo = [i for i, (w, _, _) in enumerate(work) if have(w) is None]
+    return index, work, [i for i, (w, _, _) in enumerate(work) if have(w) is None]
+
+
+def durations(work: list, todo: list[int]) -> list[float | None]:
+    return [None if work[j][0].grid.compute is not None else work[j][0].plan.duration_s for j in todo]
+
+
+def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
+              provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None,
+              spark_master: str | None = None, tally: Tally | None = None
+              ) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
+    """Run what is missing; every entry the figures need, by grid; plus run statistics."""
+    from testbed import api
+    from testbed.runs.rundir import runs_root
+
+    index, work, todo = pending(paper, scale, figs, out, provider, flt)
+    if tally is None:
+        tally = Tally(total=len(todo))
     stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0}
     progress(f"{paper.name} ({scale}): {len(work)} runs needed, {stats['reused']} reused from the index, "
              f"{len(todo)} to run")
     root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
     root.mkdir(parents=True, exist_ok=True)
-    measured: list[float] = []  # seconds beyond the workload duration, per run made
+    measured = tally.measured
     spark = None
     by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
     try:
         with _sigterm_interrupts():
             for n, i in enumerate(todo):
                 w, point, r = work[i]
-                remaining = todo[n:]
-                eta = eta_s([None if work[j][0].grid.compute is not None else work[j][0].plan.duration_s
-                             for j in remaining], measured)
+                eta = eta_s(durations(work, todo[n:]) + tally.later, measured)
+                tally.done += 1
                 figs_of = paper.figures_of(w.grid.name)
                 step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
-                        "repeat": r, "repeats": w.grid.repeats_at(scale), "n": n + 1, "of": len(todo),
+                        "repeat": r, "repeats": w.grid.repeats_at(scale), "n": tally.done, "of": tally.total,
                         "eta_s": round(eta, 1)}
                 if on_step:
                     on_step(step)
                 what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
                 pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
                 progress(f"{paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
-                         f"{w.grid.repeats_at(scale)}: {n + 1}/{len(todo)}, ETA {_fmt_s(eta)}")
+                         f"{w.grid.repeats_at(scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
                 t = time.monotonic()
                 entry: dict[str, Any] = {"grid": w.grid.name, "point": point, "repeat": r,
                                          "topology": w.path.name, "set": w.set_vars}
@@ -267,7 +289,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
                     runs_dir: str | None = None, provider: str | None = None,
                     progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
                     on_step: Callable[[dict[str, Any]], None] | None = None,
-                    spark_master: str | None = None) -> Path:
+                    spark_master: str | None = None, tally: Tally | None = None) -> Path:
     """Run and analyse one paper; returns ``<out>/<paper>/result.json``."""
     from testbed.errors import UsageError
     from testbed.experiments import report
@@ -280,7 +302,8 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
-                               progress=progress, flt=points, on_step=on_step, spark_master=spark_master)
+                               progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
+                               tally=tally)
     t1 = time.monotonic()
     ctx = Context(paper, scale, figs, out, entries, progress, spark_master)
     try:
