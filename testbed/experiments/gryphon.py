@@ -67,12 +67,13 @@ def claims_45(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
                             else None for v in shb.values()],
                            judged="max - min of the SHB overhead over the sweep <= 2 CPU points",
                            samples=[max(v) - min(v) for v in shb.values() if v], tol=TOL["shb_constant"]))
-        flat = []
+        flat, rng = [], []
         for r in seeds:
             pv = [val("gd", n, r, "cpu_p1") for n in ns]
             pv = [x for x in pv if not math.isnan(x)]
             flat.append((max(pv) - min(pv)) <= max(2.0, 0.25 * (sum(pv) / len(pv))) if pv else None)
-        out.append(C.shape(4, "PHB flat in #subscribers", flat,
+            rng.append(max(pv) - min(pv) if pv else None)
+        out.append(C.shape(4, "PHB flat in #subscribers", flat, samples=rng,
                            judged="max - min of the PHB's GD CPU % <= max(2 points, 25% of its mean)"))
         out.append(C.information(4, "PHB GD overhead about 8% (logging)",
                                  [sum(v) / len(v) for v in phb.values() if v], "about 8%", HARDWARE_LOG))
@@ -88,7 +89,7 @@ def claims_45(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
                for n in ns for r in seeds]
         out.append(C.information(5, "GD - best-effort about 100 ms, constant (logging delay at PHB)", gap,
                                  "about 100 ms", HARDWARE_LOG))
-        flat = []
+        flat, rng = [], []
         for r in seeds:
             ok = True
             allv = [val(m, n, r, "local_median_ms") for m in MODES for n in ns]
@@ -99,8 +100,9 @@ def claims_45(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
             for m in MODES:
                 v = [x for x in (val(m, n, r, "local_median_ms") for n in ns) if not math.isnan(x)]
                 ok = ok and bool(v) and (max(v) - min(v)) <= max(5.0, 0.5 * (sum(allv) / len(allv)))
+                rng.append(max(v) - min(v) if v else None)
             flat.append(ok)
-        out.append(C.shape(5, "local latency flat", flat,
+        out.append(C.shape(5, "local latency flat", flat, samples=rng,
                            judged="max - min of the local median latency <= max(5 ms, 50% of its mean), per mode"))
     return out
 

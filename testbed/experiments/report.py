@@ -54,7 +54,18 @@ def load_results(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(result.get("checks") or [])
+    """Per check: runs passed / runs, violations, the failing runs (every run's row: checks.json)."""
+    by: dict[str, dict[str, Any]] = {}
+    for c in result.get("checks") or []:
+        a = by.setdefault(str(c.get("check")), {"check": c.get("check"), "runs": 0, "passed": 0,
+                                                "violations": 0, "failing": []})
+        a["runs"] += 1
+        a["violations"] += int(c.get("violations") or 0)
+        if c.get("passed"):
+            a["passed"] += 1
+        else:
+            a["failing"].append(str(c.get("run")))
+    return list(by.values())
 
 
 def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> str:
@@ -92,10 +103,11 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
     rows = check_rows(r)
     L += [f"{h}# History checks", ""]
     if rows:
-        L += ["| run | check | passed | violations |", "|---|---|---|---|"]
+        L += ["| check | runs passed | violations | failing runs |", "|---|---|---|---|"]
         for c in rows:
-            L.append(f"| {_cell(c.get('run'))} | {c.get('check')} | {'yes' if c.get('passed') else '**no**'} | "
-                     f"{c.get('violations')} |")
+            ok = c["passed"] == c["runs"]
+            L.append(f"| {c['check']} | {c['passed']}/{c['runs']}{'' if ok else ' **FAIL**'} | {c['violations']} | "
+                     f"{_cell(', '.join(c['failing']) or '-')} |")
     else:
         L.append("(none)")
     if r.get("numbers"):
@@ -187,11 +199,11 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
     H.append("<h3>History checks</h3>")
     rows = check_rows(r)
     if rows:
-        H.append("<table><tr><th>run</th><th>check</th><th>passed</th><th>violations</th></tr>")
+        H.append("<table><tr><th>check</th><th>runs passed</th><th>violations</th><th>failing runs</th></tr>")
         for c in rows:
-            H.append(f"<tr><td>{e(str(c.get('run')))}</td><td>{e(str(c.get('check')))}</td>"
-                     f"<td class='{'pass' if c.get('passed') else 'fail'}'>{'yes' if c.get('passed') else 'no'}</td>"
-                     f"<td>{e(str(c.get('violations')))}</td></tr>")
+            ok = c["passed"] == c["runs"]
+            H.append(f"<tr><td>{e(str(c['check']))}</td><td class='{'pass' if ok else 'fail'}'>{c['passed']}/{c['runs']}"
+                     f"</td><td>{c['violations']}</td><td>{e(', '.join(c['failing']) or '-')}</td></tr>")
         H.append("</table>")
     else:
         H.append("<p>(none)</p>")
