@@ -112,12 +112,20 @@ def entry_name(e: Entry) -> str:
     return f"{e.grid}/{pt or '-'}/r{e.repeat}"
 
 
-def eta_s(durations: list[float | None], overheads: list[float]) -> float:
+Cost = tuple[float, bool] | None  # (workload duration, analysed per run) of a run; None: computed entry
+
+
+def eta_s(costs: list[Cost], overheads: dict[bool, list[float]]) -> float:
     """Seconds left: each run costs its workload duration plus an overhead (bring-up, drain,
-    teardown, per-run analysis), the mean of the overheads measured so far (OVERHEAD_S before
-    any); a computed entry (duration None) about a second."""
-    over = (sum(overheads) / len(overheads)) if overheads else OVERHEAD_S
-    return sum(1.0 if d is None else d + over for d in durations)
+    teardown, and for analysed grids the per-run Spark analysis): the mean overhead measured so far
+    on runs of the same kind, else on any run, else OVERHEAD_S; a computed entry about a second."""
+    every = [x for v in overheads.values() for x in v]
+
+    def over(analysed: bool) -> float:
+        xs = overheads.get(analysed) or every
+        return sum(xs) / len(xs) if xs else OVERHEAD_S
+
+    return sum(1.0 if c is None else c[0] + over(c[1]) for c in costs)
 
 
 def _fmt_s(s: float) -> str:
@@ -190,8 +198,8 @@ class Tally:
 
     total: int = 0
     done: int = 0
-    later: list[float | None] = field(default_factory=list)  # durations of the papers not started yet
-    measured: list[float] = field(default_factory=list)  # seconds beyond the workload, per run made
+    later: list[Cost] = field(default_factory=list)  # the runs of the papers not started yet
+    measured: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})  # overheads
 
 
 def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str | None,
@@ -211,8 +219,9 @@ def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str 
     return index, work, [i for i, (w, _, _) in enumerate(work) if have(w) is None]
 
 
-def durations(work: list, todo: list[int]) -> list[float | None]:
-    return [None if work[j][0].grid.compute is not None else work[j][0].plan.duration_s for j in todo]
+def durations(work: list, todo: list[int]) -> list[Cost]:
+    return [None if work[j][0].grid.compute is not None else (work[j][0].plan.duration_s, work[j][0].grid.analyze)
+            for j in todo]
 
 
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
@@ -269,7 +278,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 entry["elapsed_s"] = round(dt, 2)
                 entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 if w.grid.compute is None:
-                    measured.append(max(0.0, dt - w.plan.duration_s))
+                    measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
                 stats["ran"] += 1
                 stats["run_s"] += dt
                 index.put(w.key, entry)

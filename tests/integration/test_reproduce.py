@@ -73,22 +73,23 @@ def tiny(tmp_path_factory):
 @pytest.mark.slow
 def test_interrupted_reproduction_resumes_with_only_the_missing_points(tiny):
     before, after = tiny["before"], tiny["after"]
-    assert tiny["first_rc"] != 0 and 1 <= len(before) < POINTS, tiny["first_out"]
-    assert len(after) == POINTS
+    why = f"first run (rc {tiny['first_rc']}):\n{tiny['first_out']}\nsecond run:\n{tiny['second'].stderr}"
+    assert tiny["first_rc"] != 0 and 1 <= len(before) < POINTS, why
+    assert len(after) == POINTS, why
     for key, entry in before.items():  # what finished before the interruption is reused as is
-        assert after[key]["run"] == entry["run"]
+        assert after[key]["run"] == entry["run"], why
     result = json.loads((tiny["tmp"] / "out" / "tiny" / "result.json").read_text())
     assert result["stats"] == {**result["stats"], "points": POINTS, "reused": len(before),
-                               "ran": POINTS - len(before)}
+                               "ran": POINTS - len(before)}, why
     made = [p for p in (tiny["tmp"] / "runs" / "reproduce-tiny-quick").iterdir() if (p / "plan.json").exists()]
     finished = [p for p in made if json.loads((p / "manifest.json").read_text())["status"] == "collected"]
-    assert len(finished) == POINTS  # the interrupted run (if any) is not reused
-    assert len(made) - len(finished) <= 1
+    assert len(finished) == POINTS, why  # the interrupted run (if any) is not reused
+    assert len(made) - len(finished) <= 1, why
     # every run was a distinct (rate, seed): the repeat index reached the nodes
     manifests = [json.loads((p / "manifest.json").read_text()) for p in finished]
     seeds = {(m["set"]["rate"], m["repeat_index"]) for m in manifests}
-    assert seeds == {(r, i) for r in (10, 40) for i in range(3)}
-    assert "ETA" in tiny["second"].stderr and "repeat 3/3" in tiny["second"].stderr
+    assert seeds == {(r, i) for r in (10, 40) for i in range(3)}, why
+    assert "ETA" in tiny["second"].stderr and "repeat 3/3" in tiny["second"].stderr, why
 
 
 @pytest.mark.slow

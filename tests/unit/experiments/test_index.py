@@ -62,7 +62,10 @@ def test_index_persists_atomically_and_checks_runs(tmp_path):
 def test_eta_scales_with_each_remaining_runs_duration():
     from testbed.experiments.runner import OVERHEAD_S, _fmt_s, eta_s
 
-    assert eta_s([5.0, 20.0], []) == 25.0 + 2 * OVERHEAD_S
-    assert eta_s([5.0, 20.0, None], [4.0, 6.0]) == 5 + 5 + 20 + 5 + 1
-    assert eta_s([], [3.0]) == 0
+    assert eta_s([(5.0, False), (20.0, True)], {}) == 25.0 + 2 * OVERHEAD_S
+    # overheads per kind: an analysed run (per-run Spark) costs its own measured overhead
+    assert eta_s([(5.0, False), (20.0, False), None], {False: [4.0, 6.0]}) == 5 + 5 + 20 + 5 + 1
+    assert eta_s([(5.0, False), (20.0, True)], {False: [4.0], True: [60.0]}) == 5 + 4 + 20 + 60
+    assert eta_s([(20.0, True)], {False: [4.0], True: []}) == 24.0  # none of its kind yet: any run's
+    assert eta_s([], {False: [3.0]}) == 0
     assert _fmt_s(125) == "2m05s" and _fmt_s(3725) == "1h02m"
