@@ -7,7 +7,8 @@ The key of one run is the sha256 of everything that decides what the run does:
 * the provider, and
 * the code version: a sha256 of the package's source that runs experiments (every ``*.py`` of
   ``testbed/`` except ``analysis/``, ``experiments/``, ``cli.py`` and ``ui.py``, which only read
-  or present results). A computed entry (no run, e.g. Fig 7's sizes) also covers ``analysis/``.
+  or present results). A computed entry (no run, e.g. Fig 7's sizes) also covers ``analysis/`` and
+  the module of its compute function.
 
 So a changed topology, value, seed or code re-runs, and an unchanged one is reused. Writes are
 atomic (temporary file + rename) after every finished entry, so an interrupted reproduction

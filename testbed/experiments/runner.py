@@ -164,6 +164,11 @@ def plan_work(paper: Paper, scale: str, figs: list[int], provider: str | None,
     for grid in paper.grids_for(figs):
         path = topologies.find(paper.topology_dir or paper.name, grid.topology_name(scale))
         code = code_version(include_analysis=grid.compute is not None)
+        if grid.compute is not None:  # the compute function's own module is part of its code
+            import hashlib
+            import inspect
+
+            code += hashlib.sha256(Path(inspect.getfile(grid.compute)).read_bytes()).hexdigest()[:16]
         for plan, sv, point in _points(grid, scale, flt or {}, path, provider):
             for r in range(grid.repeats_at(scale)):
                 p = dataclasses.replace(plan, repeat_index=r)
