@@ -78,10 +78,22 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
         left.append(durations(work, todo))
     tally = Tally(total=sum(map(len, left)))
     progress(f"reproduce {target} ({scale}): {tally.total} runs to make in {len(chosen)} paper(s)")
+    failed: list[tuple[str, Exception]] = []
     for i, p in enumerate(chosen):
         tally.later = [d for later in left[i + 1:] for d in later]
-        reproduce_paper(p, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
-                        points=points, on_step=on_step, spark_master=spark_master, tally=tally)
+        try:
+            reproduce_paper(p, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
+                            points=points, on_step=on_step, spark_master=spark_master, tally=tally)
+        except Exception as e:  # one paper's failure does not cost the others (an interrupt does stop)
+            if len(chosen) == 1:
+                raise
+            progress(f"{p.name}: FAILED: {type(e).__name__}: {e}")
+            failed.append((p.name, e))
     md, page = report.write_all(out)
     progress(f"report: {md} and {page}")
+    if failed:
+        from testbed.errors import RunError
+
+        raise RunError("reproduce: " + "; ".join(f"{n} failed ({type(e).__name__}: {e})" for n, e in failed)
+                       + f" (the report covers the others: {md})") from failed[0][1]
     return md
