@@ -65,11 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
     from testbed.experiments import paper_names
 
-    sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}")
+    sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}",
+                    help="a paper (testbed/experiments/<name>.py), or all of them")
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
-    sp.add_argument("--out", default="reproductions")
+    sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
     isub = sp.add_subparsers(dest="image_cmd", required=True, metavar="ACTION")
