@@ -19,7 +19,9 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Callable
 
-from testbed.experiments.grid import Figure, Grid, Paper, Reference  # noqa: F401
+from testbed.experiments.grid import Figure, Grid, Paper, Reference
+
+__all__ = ["Figure", "Grid", "Paper", "Reference", "papers", "paper_names", "reproduce"]
 
 ENV = "TESTBED_EXPERIMENTS"
 _SKIP = {"grid", "index", "runner", "claims", "report", "topologies", "plots"}

@@ -258,7 +258,7 @@ def analyze(ctx) -> None:
             groups = {f"shape {shape}": {srv: [d.get(srv, 0.0) for d in per_shape[shape]]
                                          for srv in sorted({s for d in per_shape[shape] for s in d})}}
             if fig == 12 and per_shape.get(0.901):
-                groups = {f"shape 0.901": {srv: [d.get(srv, 0.0) for d in per_shape[0.901]]
+                groups = {"shape 0.901": {srv: [d.get(srv, 0.0) for d in per_shape[0.901]]
                                            for srv in groups[f"shape {shape}"]}, **groups}
             bar_plot(ctx.figure_path(fig), f"Fig {fig}: % outgoing bandwidth per server ({scale}, "
                      f"{BW_RATE[scale]} req/s)", "% outgoing bandwidth", groups, _refs(ctx, fig))
