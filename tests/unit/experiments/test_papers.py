@@ -10,7 +10,7 @@ from testbed.experiments import claims as C
 from testbed.experiments import gryphon as G
 from testbed.experiments import ordering as O
 from testbed.experiments import papers, topologies
-from testbed.experiments.grid import figure_list, matches, parse_points_filter
+from testbed.experiments.grid import SCALES, figure_list, matches, parse_points_filter
 from testbed.experiments.runner import plan_work
 
 
@@ -21,12 +21,14 @@ def test_papers_are_discovered_and_every_grid_resolves():
         names = {g.name for g in p.grids}
         for f in p.figures:
             assert set(f.grids) <= names, (p.name, f.number)
-        work = plan_work(p, "quick", [f.number for f in p.figures], None)
-        keys = [w.key for w, _, _ in work]
-        assert len(keys) == len(set(keys))  # every (point, repeat) is its own entry
-        for g in p.grids:
-            if g.name not in p.check_grids:
-                assert g.repeats_at("quick") >= C.MIN_SEEDS, (p.name, g.name)
+        for scale in SCALES:
+            work = plan_work(p, scale, [f.number for f in p.figures], None)
+            keys = [w.key for w, _, _ in work]
+            assert len(keys) == len(set(keys))  # every (point, repeat) is its own entry
+            assert {w.grid.name for w, _, _ in work} == {g.name for g in p.grids}, (p.name, scale)
+            for g in p.grids:
+                if g.name not in p.check_grids:
+                    assert g.repeats_at(scale) >= C.MIN_SEEDS, (p.name, g.name)
 
 
 def test_points_filter_and_figure_selection():
