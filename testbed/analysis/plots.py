@@ -1,8 +1,9 @@
 """Figures of a reproduction: series over seeds (mean with a spread bar), bars, and the paper's numbers.
 
 Every function takes plain values (no I/O besides writing the PNG). ``refs`` are the numbers the
-paper states for the figure: ``(x, y, label)`` with ``x`` None for a horizontal line; they are
-drawn as black markers or dashed lines labelled "paper", so agreement is seen, not read.
+paper states for the figure: ``(x, y, label[, series])`` with ``x`` None for a horizontal line; they
+are drawn as star markers or dashed lines labelled "paper" (in the colour of the series they belong
+to), so agreement is seen, not read.
 """
 
 from __future__ import annotations
@@ -31,30 +32,35 @@ def _ms(xs: Iterable[Any]) -> tuple[float, float]:
     return statistics.fmean(v), (statistics.stdev(v) if len(v) > 1 else 0.0)
 
 
-def draw_refs(ax, refs: Sequence[tuple[float | None, float, str]]) -> None:
-    seen = False
-    for x, y, label in refs:
+def draw_refs(ax, refs: Sequence[tuple], colors: dict[str, Any] | None = None) -> None:
+    """``refs``: (x, y, label[, series]); a reference of a plotted series takes its colour
+    (black edge), otherwise black."""
+    for ref in refs:
+        x, y, label = ref[:3]
+        series = ref[3] if len(ref) > 3 else ""
+        color = next((c for name, c in (colors or {}).items() if series and name.startswith(series)), "black")
         text = label or "paper"
         if x is None:
-            ax.axhline(y, color="black", ls="--", lw=1, label=text if not seen else text)
+            ax.axhline(y, color=color, ls="--", lw=1, label=text)
         else:
-            ax.plot([x], [y], marker="*", ms=13, color="black", ls="none", label=text)
-        seen = True
+            ax.plot([x], [y], marker="*", ms=14, color=color, markeredgecolor="black", ls="none", label=text)
 
 
 def series_plot(path: Path, title: str, xlabel: str, ylabel: str,
-                series: dict[str, dict[float, Samples]], refs: Sequence[tuple[float | None, float, str]] = (),
+                series: dict[str, dict[float, Samples]], refs: Sequence[tuple] = (),
                 logx: bool = False) -> Path:
     """One line per series: x -> the seeds' values; drawn as mean with a ± spread (std) bar."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
+    colors = {}
     for label, pts in series.items():
         xs = sorted(pts)
         ms = [_ms(pts[x]) for x in xs]
         ns = max((len(pts[x]) for x in xs), default=0)
-        ax.errorbar(xs, [m for m, _ in ms], yerr=[s for _, s in ms], marker="o", capsize=3,
-                    label=f"{label} (n={ns})" if ns > 1 else label)
-    draw_refs(ax, refs)
+        line = ax.errorbar(xs, [m for m, _ in ms], yerr=[s for _, s in ms], marker="o", capsize=3,
+                           label=f"{label} (n={ns})" if ns > 1 else label)
+        colors[label] = line[0].get_color()
+    draw_refs(ax, refs, colors)
     if logx:
         ax.set_xscale("log")
     ax.set_title(title, fontsize=10)

@@ -41,7 +41,7 @@ HARDWARE_LOG = ("set by the paper's logging hardware (a disk write per message a
 
 
 def _refs(ctx, n: int):
-    return [(r.x, r.y, r.label()) for r in ctx.references(n)]
+    return [(r.x, r.y, r.label(), r.series) for r in ctx.references(n)]
 
 
 # ------------------------------------------------------------------------------ claims (pure)

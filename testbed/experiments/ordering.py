@@ -65,7 +65,7 @@ def _per_seed(rows: list[dict[str, Any]], x: str, y: str) -> dict[float, dict[in
 
 
 def _refs(ctx, n: int) -> list[tuple[float | None, float, str]]:
-    return [(r.x, r.y, r.label()) for r in ctx.references(n)]
+    return [(r.x, r.y, r.label(), r.series) for r in ctx.references(n)]
 
 
 # ------------------------------------------------------------------------------ claims (pure)
