@@ -15,7 +15,7 @@ command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)                # testbed graph
-command -v chromium >/dev/null 2>&1 || need+=(chromium)            # report.html browser tests
+command -v chromium >/dev/null 2>&1 || need+=(chromium)            # browser tests (report.html, reproductions/index.html)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "setup: installing system packages: ${need[*]}"

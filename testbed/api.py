@@ -545,19 +545,6 @@ def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
     return removed
 
 
-def reproduce(protocol: str, *, scale: str = "quick", figs: list[int] | None = None,
-              out_dir: str = "reproductions", runs_dir: str | None = None, provider: str | None = None,
-              progress: Progress = _quiet) -> Path:
-    """Re-run a paper's experiments and regenerate its figures (per-protocol ``reproduce``)."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(f"testbed.analysis.{protocol}.reproduce")
-    except ModuleNotFoundError:
-        raise UsageError(f"no reproduction for protocol {protocol!r}") from None
-    return mod.reproduce(scale, figs, Path(out_dir), runs_dir, provider, progress)
-
-
 def image_build(*, base: str | None = None, offline_base: bool = False, progress: Progress = _quiet) -> str:
     from testbed.providers.image import build_image
 
@@ -566,5 +553,5 @@ def image_build(*, base: str | None = None, offline_base: bool = False, progress
 
 __all__ = [
     "parse_set", "plans", "validate", "graph", "up", "down", "status", "log_lines", "inject", "run", "run_one",
-    "analyze_run", "run_checks", "wipe", "reproduce", "image_build", "bring_up", "schedule", "teardown", "Session",
+    "analyze_run", "run_checks", "wipe", "image_build", "bring_up", "schedule", "teardown", "Session",
 ]

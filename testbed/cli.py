@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from testbed import __version__, protocols
+from testbed import __version__
 from testbed.errors import TestbedError
 
 
@@ -71,10 +71,14 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--spark-master")
     sub.add_parser("wipe", help="remove everything testbed ever started here (processes, containers, networks)")
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
-    sp.add_argument("protocol", choices=protocols.reproducible())
+    from testbed.experiments import paper_names
+
+    sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}",
+                    help="a paper (testbed/experiments/<name>.py), or all of them")
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
-    sp.add_argument("--out", default="reproductions")
+    sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
+    sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
     sp.add_argument("shell", choices=["bash", "zsh"])
@@ -230,9 +234,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(f"wiped {len(removed)} resources")
         return 0
     if args.cmd == "reproduce":
-        report = api.reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
-                               provider=args.provider, progress=ui.progress_line)
+        from testbed.experiments import reproduce
+        from testbed.experiments.grid import parse_points_filter
+
+        report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
+                           provider=args.provider, progress=ui.progress_line,
+                           points=parse_points_filter(args.points))
         ui.plain(f"report: {report}")
+        ui.plain(f"page: {report.parent / 'index.html'}")
         return 0
     if args.cmd == "completion":
         from testbed.completion import script

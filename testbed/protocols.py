@@ -310,14 +310,14 @@ def all_events() -> dict[str, Any]:
 
 
 def reproducible() -> list[str]:
-    """The choices of ``testbed reproduce``: protocols with an experiments part (or, until
-    every protocol has moved to ``testbed/experiments/<p>.py``, ``analysis/<p>/reproduce.py``)."""
+    """Protocols with an experiments part (``testbed/experiments/<p>.py`` or the plugin's
+    ``EXPERIMENTS``): what ``testbed reproduce`` can run. Names only, nothing imported."""
     try:
         reg = registry()
     except ProtocolError:  # a broken plugin must not break the command line's parser
         reg = Registry({n: _builtin(n) for n in builtin_names()})
     return [p.name for p in reg
-            if p.experiments is not None or (p.analysis is not None and _exists(f"{p.analysis}.reproduce"))]
+            if p.experiments is not None]
 
 
 __all__ = ["ENTRY_POINT_GROUP", "PARTS", "Protocol", "ProtocolError", "Registry", "all_events",

@@ -78,8 +78,8 @@ def test_spark_checks_and_metrics(runs):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_reproduce_spark_path_reads_many_runs(runs):
-    """The multi-run Spark job of ``testbed reproduce ordering`` (metrics and checks per run)."""
-    from testbed.analysis.ordering.reproduce import spark_checks, spark_metrics
+    """The multi-run Spark job of ``testbed reproduce ordering`` (analysis/ordering/runs.py: metrics, checks)."""
+    from testbed.analysis.ordering.runs import spark_checks, spark_metrics
     from testbed.analysis.session import spark_session
 
     spark = spark_session()

@@ -1,0 +1,139 @@
+"""What a paper's reproduction is made of: grids of runs, figures drawn from them, scales.
+
+A :class:`Grid` is one topology template run at a list of points (``--set`` values), each point
+``repeats`` times (repeat ``r`` runs with ``repeat_index = r``, so every node draws from a different
+seed). A :class:`Figure` names the grids it is drawn from and the numbers the paper states for it
+(:class:`Reference`, drawn on our figure as markers labelled "paper"). A :class:`Paper` is the list
+of figures and grids, plus ``analyze(ctx)``: read the finished runs, draw the figures, judge the
+claims (``testbed/experiments/<paper>.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+SCALES = ("quick", "paper")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A number the paper states for a figure: a point (x, y) or a horizontal line (x is None)."""
+
+    y: float
+    x: float | None = None
+    series: str = ""  # which of our series it belongs to (legend text), if any
+    note: str = ""
+
+    def label(self) -> str:
+        return "paper" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One topology template x points x repeats.
+
+    ``topology``: file name in the paper's topology directory; ``{scale}`` is replaced by the scale.
+    ``points``: per scale, the list of ``--set`` points; None = the file's own ``sweep:``.
+    ``set``: ``--set`` values common to every point (``scale`` is always added).
+    ``repeats``: per scale, runs per point (seeds). ``analyze``: run the per-run Spark analysis
+    (Parquet + checks.json in the run directory) right after the run.
+    ``compute``: for grids that run nothing (a pure function of the plan, e.g. Fig 7's timestamp
+    sizes): ``compute(plan) -> dict`` stored in the index instead of a run directory.
+    """
+
+    name: str
+    topology: str
+    points: dict[str, list[dict[str, Any]]] | None = None
+    set: dict[str, Any] = field(default_factory=dict)
+    repeats: dict[str, int] = field(default_factory=lambda: {"quick": 3, "paper": 3})
+    analyze: bool = False
+    compute: Callable[[Any], dict[str, Any]] | None = None
+    pass_scale: bool = True  # add ``scale=<scale>`` to the --set values
+
+    def topology_name(self, scale: str) -> str:
+        return self.topology.replace("{scale}", scale)
+
+    def repeats_at(self, scale: str) -> int:
+        return int(self.repeats.get(scale, 1))
+
+
+@dataclass(frozen=True)
+class Figure:
+    number: int
+    title: str
+    grids: tuple[str, ...]
+    paper: str  # the paper's statements for this figure (EXPERIMENTS.md), as text
+    references: tuple[Reference, ...] = ()
+
+
+@dataclass(frozen=True)
+class Paper:
+    name: str  # the protocol name (`testbed reproduce <name>`)
+    title: str
+    figures: tuple[Figure, ...]
+    grids: tuple[Grid, ...]
+    analyze: Callable[[Any], None]  # analyze(ctx: experiments.context.Context)
+    topology_dir: str = ""  # default: the protocol name (see experiments/topologies.py)
+    notes: str = ""  # where method and deviations are written up (docs/<p>.md)
+    check_grids: tuple[str, ...] = ()  # grids that carry only the history checks (no figure)
+
+    def figure(self, n: int) -> Figure:
+        for f in self.figures:
+            if f.number == n:
+                return f
+        raise KeyError(n)
+
+    def grid(self, name: str) -> Grid:
+        for g in self.grids:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    def grids_for(self, figs: list[int]) -> list[Grid]:
+        """The grids the chosen figures need (file order), plus the check grids."""
+        want = {g for f in self.figures if f.number in figs for g in f.grids} | set(self.check_grids)
+        return [g for g in self.grids if g.name in want]
+
+    def figures_of(self, grid: str) -> list[int]:
+        return [f.number for f in self.figures if grid in f.grids]
+
+
+def parse_points_filter(text: str | None) -> dict[str, Any]:
+    """``--points 'rate=500,shape=0.901'`` -> {"rate": 500, "shape": 0.901} (values as YAML scalars)."""
+    from testbed.errors import UsageError
+
+    if not text:
+        return {}
+    import yaml
+
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        k, sep, v = part.partition("=")
+        k = k.strip()
+        if not sep or not k:
+            raise UsageError(f"--points {text!r}: expected key=value[,key=value...]")
+        out[k] = yaml.safe_load(v.strip())
+    return out
+
+
+def matches(point: dict[str, Any], flt: dict[str, Any]) -> bool:
+    """A point passes the filter when every filtered key it has equals the filter's value."""
+    return all(point[k] == v for k, v in flt.items() if k in point)
+
+
+def figure_list(paper: Paper, figs: list[int] | None) -> list[int]:
+    from testbed.errors import UsageError
+
+    have = [f.number for f in paper.figures]
+    if not figs:
+        return have
+    bad = sorted(set(figs) - set(have))
+    if bad:
+        raise UsageError(f"{paper.name} has figures {have}, not {bad}")
+    return sorted(set(figs))
+
+
+def package_dir() -> Path:
+    return Path(__file__).resolve().parent

@@ -1,0 +1,328 @@
+"""Baldoni et al., notification ordering: Figs 7-14 (EXPERIMENTS.md section A) as grids and claims.
+
+* Figs 7-8 (timestamp size vs total subscribed topics) are a pure function of the subscriptions:
+  for every point of ``fig07-<scale>.yaml`` the subscriptions are re-drawn exactly as the client
+  hosts draw them and the sequencing groups computed with the topic managers' rule (computed grid).
+* Figs 9-12 run ``fig09-<scale>.yaml`` (shape x rate), Figs 13-14 ``fig13-<scale>.yaml``
+  (shape x topics per client); one Spark job reads every run (``analysis/ordering/runs.py``).
+* The history checks run on two runs of ``smoke.yaml`` (reliable and unreliable ENS).
+
+Every point is run ``repeats`` times (different node seeds); comparisons are judged over the seeds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from testbed.experiments import claims as C
+from testbed.experiments.claims import Difference, Tolerance
+from testbed.experiments.grid import Figure, Grid, Paper, Reference
+
+SHAPES = (0.901, 0.349)
+LABEL = {0.901: "0.901 (geographic)", 0.349: "0.349 (spray-and-diffuse)"}
+BW_RATE = {"quick": 1000, "paper": 5000}  # the rate point Figs 11-12 are drawn at
+CHECK_SET = {"reliable": {"ens": "reliable", "duration": "6s"},
+             "unreliable": {"ens": "unreliable", "duration": "6s", "loss": "3%", "retry": "500ms",
+                            "ttl": "5ms", "jitter": "15ms", "reorder": "true"}}
+
+# Every tolerance of this paper, with its reason (one place).
+TOL = {
+    "fig7_size": Tolerance("the paper gives its popularity law only by its concentration (0.5% / 40% of the "
+                           "topics get 80% of the picks); the absolute size depends on the law's form", rel=0.3),
+    "fig7_max": Tolerance("'toward the maximum': the largest sweep point reaches 80% of the topics "
+                          "(as a fraction of the topic count)", low=0.8),
+    "fig11_negligible": Tolerance("'negligible': under 1% of the server's timestamp bytes", high=1.0),
+    "fig13_flat": Tolerance("'does not affect': the relative change over the subscription sweep under 25%",
+                            high=0.25),
+}
+HARDWARE = ("an absolute latency/throughput set by the paper's servers (here: Python processes on a 2-core "
+            "machine shared with other jobs); reported, not judged")
+
+
+def _tssize_row(plan: Any) -> dict[str, Any]:
+    from testbed.analysis.ordering.tssize import size_stats
+
+    return {"shape": plan.point["shape"], "k": plan.point["k"], **size_stats(plan)}
+
+
+def _seeds(rows: list[dict[str, Any]], x: str, y: str) -> dict[float, dict[Any, list[float]]]:
+    """shape -> x -> the seeds' values of y."""
+    out: dict[float, dict[Any, list[float]]] = {s: defaultdict(list) for s in SHAPES}
+    for r in sorted(rows, key=lambda r: r.get("repeat", 0)):
+        if r.get(y) is not None and r["shape"] in out:
+            out[r["shape"]][r[x]].append(float(r[y]))
+    return {s: dict(v) for s, v in out.items()}
+
+
+def _per_seed(rows: list[dict[str, Any]], x: str, y: str) -> dict[float, dict[int, dict[Any, float]]]:
+    """shape -> repeat -> x -> y."""
+    out: dict[float, dict[int, dict[Any, float]]] = {s: defaultdict(dict) for s in SHAPES}
+    for r in rows:
+        if r.get(y) is not None and r["shape"] in out:
+            out[r["shape"]][r.get("repeat", 0)][r[x]] = float(r[y])
+    return out
+
+
+def _refs(ctx, n: int) -> list[tuple[float | None, float, str]]:
+    return [(r.x, r.y, r.label(), r.series) for r in ctx.references(n)]
+
+
+# ------------------------------------------------------------------------------ claims (pure)
+def claims_fig7(rows: list[dict[str, Any]], topics: int) -> list[C.Claim]:
+    s = _seeds(rows, "k", "size_mean")
+    out = []
+    for shape, paper in ((0.349, 46), (0.901, 17)):
+        out.append(C.value(7, f"at 10 topics/subscriber: about {paper} (shape {shape})",
+                           s[shape].get(10, []), paper, TOL["fig7_size"]))
+    per = _per_seed(rows, "k", "size_mean")
+    for shape in SHAPES:
+        holds, last = [], []
+        for _, pts in sorted(per[shape].items()):
+            ys = [pts[k] for k in sorted(pts)]
+            holds.append(bool(ys) and all(b >= a - 1e-9 for a, b in zip(ys, ys[1:]))
+                         and TOL["fig7_max"].accepts(ys[-1] / topics, None))
+            last.append(ys[-1] / topics if ys else None)
+        out.append(C.shape(7, f"grows toward the maximum ({topics}) as subscriptions grow (shape {shape})",
+                           holds, judged="non-decreasing in k, largest k at >= 80% of the topics",
+                           samples=last, tol=TOL["fig7_max"]))
+        ks = sorted(s[shape])
+        if len(ks) > 1:
+            out.append(C.comparison(7, f"the size rises with the subscriptions (shape {shape})",
+                                    [Difference(f"k={ks[-1]} vs k={ks[0]}", tuple(s[shape][ks[-1]]),
+                                                tuple(s[shape][ks[0]]), ">")],
+                                    what="largest k against smallest k"))
+    diffs = []
+    for k in sorted(set(s[0.901]) & set(s[0.349])):
+        a, b = s[0.901][k], s[0.349][k]
+        ma, mb = C.mean(a), C.mean(b)
+        extreme = (ma == mb == 1.0) or (ma >= 0.99 * topics and mb >= 0.99 * topics)
+        diffs.append(Difference(f"k={k}", tuple(a), tuple(b), "<", exempt=extreme))
+    out.append(C.comparison(7, "0.901 always below 0.349", diffs,
+                            what="at every k (equal only where both are at an extreme: size 1 or saturated)"))
+    return out
+
+
+def claims_fig8(rows: list[dict[str, Any]]) -> list[C.Claim]:
+    per: dict[int, list[bool]] = defaultdict(list)
+    for r in rows:
+        per[r.get("repeat", 0)].append(r.get("size_std") is not None)
+    return [C.shape(8, "std dev of the timestamp size reported alongside Fig 7 (same sweep)",
+                    [bool(v) and all(v) for _, v in sorted(per.items())],
+                    judged="a standard deviation for every point")]
+
+
+def claims_rate(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
+    out = []
+    lat = _seeds(rows, "rate", "latency_mean_ms")
+    thr_seed = _per_seed(rows, "rate", "throughput_per_s")
+    if 9 in figs:
+        common = sorted(set(lat[0.901]) & set(lat[0.349]))
+        out.append(C.comparison(9, "0.901 lower than 0.349 (mean latency, at every rate)",
+                                [Difference(f"rate={r}", tuple(lat[0.901][r]), tuple(lat[0.349][r]), "<")
+                                 for r in common], what="mean latency at every rate of the sweep"))
+        worst = [max(pts.values()) for _, pts in sorted(_per_seed(rows, "rate", "latency_mean_ms")[0.901].items())
+                 if pts]
+        out.append(C.information(9, "latency < 300 ms with 0.901 up to 10000 events/s", worst, "< 300 ms",
+                                 HARDWARE, what="the highest mean latency of the 0.901 sweep, per seed"))
+    if 10 in figs:
+        same, peak901 = [], []
+        for r in sorted(set(thr_seed[0.901]) & set(thr_seed[0.349])):
+            a, b = thr_seed[0.901][r], thr_seed[0.349][r]
+            if a and b:
+                pa, pb = max(a, key=a.get), max(b, key=b.get)
+                same.append(pa == pb)
+                peak901.append(pa)
+        out.append(C.shape(10, "peak at the same request rate for both shapes", same,
+                           judged="the offered rate of the highest throughput is the same for both shapes",
+                           samples=peak901))
+        out.append(C.information(10, "the peak is at 5000 requests/s", peak901, 5000, HARDWARE))
+        p901 = [max(v.values()) for _, v in sorted(thr_seed[0.901].items()) if v]
+        p349 = [max(v.values()) for _, v in sorted(thr_seed[0.349].items()) if v]
+        out.append(C.comparison(10, "0.901 reaches the best peak throughput",
+                                [Difference("peak", tuple(p901), tuple(p349), ">")],
+                                what="peak throughput of the sweep, per seed"))
+        out.append(C.information(10, "0.901 peaks above 4k timestamps/s", p901, "> 4000/s", HARDWARE))
+    return out
+
+
+def claims_bw(bw: dict[float, list[dict[str, float]]], figs: list[int]) -> list[C.Claim]:
+    """``bw``: shape -> one {server: outgoing %} per seed."""
+    out = []
+    s = [f"tm{i}" for i in range(1, 6)]
+    b901, b349 = bw.get(0.901, []), bw.get(0.349, [])
+    if 11 in figs:
+        out.append(C.shape(11, "servers 1 and 2 zero (0.901)",
+                           [d.get("tm1", 0) == 0 and d.get("tm2", 0) == 0 for d in b901],
+                           judged="no timestamp bytes forwarded by tm1 and tm2",
+                           samples=[d.get("tm1", 0) + d.get("tm2", 0) for d in b901]))
+        out.append(C.value(11, "server 3 negligible (0.901)", [d.get("tm3", 0) for d in b901], None,
+                           TOL["fig11_negligible"]))
+        out.append(C.comparison(11, "only servers 4 and 5 forward to other servers (0.901)",
+                                [Difference("max(tm4, tm5) vs tm3", tuple(max(d.get("tm4", 0), d.get("tm5", 0))
+                                                                          for d in b901),
+                                            tuple(d.get("tm3", 0) for d in b901), ">")],
+                                what="the larger of servers 4-5 against server 3, % outgoing"))
+    if 12 in figs:
+        out.append(C.comparison(12, "0.349 considerably higher on every server except server 1",
+                                [Difference(x, tuple(d.get(x, 0) for d in b349), tuple(d.get(x, 0) for d in b901),
+                                            ">") for x in s[1:]] if b349 and b901 else [],
+                                what="% outgoing bandwidth, servers 2-5, 0.349 against 0.901"))
+    return out
+
+
+def claims_subs(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
+    out = []
+    for fig, y, what in ((13, "latency_mean_ms", "latency"), (14, "throughput_per_s", "throughput")):
+        if fig not in figs:
+            continue
+        per = _per_seed(rows, "total_subscribed", y)
+        ch: dict[float, list[float]] = {}
+        for shape in SHAPES:
+            ch[shape] = []
+            for _, pts in sorted(per[shape].items()):
+                v = list(pts.values())
+                if len(v) > 1:
+                    ch[shape].append((max(v) - min(v)) / max(min(v), 1e-9))
+        out.append(C.value(fig, f"the number of subscriptions does not affect 0.901 ({what})", ch[0.901], None,
+                           TOL["fig13_flat"], what="relative change (max - min) / min over the sweep"))
+        out.append(C.comparison(fig, f"under 0.349 it does ({what} changes more than under 0.901)",
+                                [Difference("relative change", tuple(ch[0.349]), tuple(ch[0.901]), ">")],
+                                what="relative change over the subscription sweep, per seed"))
+    return out
+
+
+# ------------------------------------------------------------------------------ analyze
+def analyze(ctx) -> None:
+    import csv
+
+    from testbed.analysis.plots import bar_plot, series_plot
+
+    def write_csv(name: str, rows: list[dict[str, Any]]) -> None:
+        cols: list[str] = []
+        for r in rows:
+            cols += [c for c in r if c not in cols]
+        with open(ctx.data_dir / name, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+
+    def series(rows, x, y):
+        s = _seeds(rows, x, y)
+        return {LABEL[sh]: s[sh] for sh in SHAPES if s[sh]}
+
+    scale = ctx.scale
+    if ctx.wants(7, 8):
+        rows7 = [{**e.row, "repeat": e.repeat} for e in ctx.entries("fig7") if e.row]
+        topics = rows7[0]["topics"] if rows7 else 1000
+        write_csv("fig7.csv", rows7)
+        if ctx.wants(7):
+            series_plot(ctx.figure_path(7), f"Fig 7: mean timestamp size ({scale})",
+                        "topics per subscriber (total subscribed = clients x this)",
+                        "mean timestamp size (entries)", series(rows7, "k", "size_mean"),
+                        _refs(ctx, 7), logx=True)
+            ctx.add(*claims_fig7(rows7, topics))
+        if ctx.wants(8):
+            series_plot(ctx.figure_path(8), f"Fig 8: std dev of the timestamp size ({scale})",
+                        "topics per subscriber (total subscribed = clients x this)", "std dev of timestamp size",
+                        series(rows7, "k", "size_std"), _refs(ctx, 8), logx=True)
+            ctx.add(*claims_fig8(rows7))
+
+    from testbed.analysis.ordering.runs import run_row, spark_checks, spark_metrics
+
+    rate_dirs, subs_dirs = ctx.run_dirs("rate"), ctx.run_dirs("subs")
+    check_dirs = {**ctx.run_dirs("check-reliable"), **ctx.run_dirs("check-unreliable")}
+    dirs = {**rate_dirs, **subs_dirs}
+    summary, bw = spark_metrics(ctx.spark, dirs) if dirs else ({}, {})
+    rate_rows = [run_row(d, summary.get(k, {})) for k, d in rate_dirs.items()]
+    subs_rows = [run_row(d, summary.get(k, {})) for k, d in subs_dirs.items()]
+    if ctx.wants(9, 10, 11, 12):
+        write_csv("fig9-12.csv", rate_rows)
+    if ctx.wants(9):
+        series_plot(ctx.figure_path(9), f"Fig 9: mean end-to-end latency ({scale})", "event rate (requests/s)",
+                    "mean latency (ms)", series(rate_rows, "rate", "latency_mean_ms"), _refs(ctx, 9))
+    if ctx.wants(10):
+        series_plot(ctx.figure_path(10), f"Fig 10: throughput ({scale})", "event rate (requests/s)",
+                    "timestamps/s", series(rate_rows, "rate", "throughput_per_s"), _refs(ctx, 10))
+    ctx.add(*claims_rate(rate_rows, ctx.figs))
+    per_shape: dict[float, list[dict[str, float]]] = {}
+    for shape, fig in ((0.901, 11), (0.349, 12)):
+        keys = [k for k, d in rate_dirs.items() if (r := run_row(d, {}))["shape"] == shape
+                and r["rate"] == BW_RATE[scale]]
+        per_shape[shape] = [{srv: v["outgoing_pct"] for srv, v in bw.get(k, {}).items()} for k in sorted(keys)]
+    if ctx.wants(11, 12):
+        write_csv("fig11-12.csv", [{"shape": sh, "seed": i, **d} for sh, ds in per_shape.items()
+                                   for i, d in enumerate(ds)])
+    for shape, fig in ((0.901, 11), (0.349, 12)):
+        if ctx.wants(fig) and per_shape.get(shape):
+            groups = {f"shape {shape}": {srv: [d.get(srv, 0.0) for d in per_shape[shape]]
+                                         for srv in sorted({s for d in per_shape[shape] for s in d})}}
+            if fig == 12 and per_shape.get(0.901):
+                groups = {"shape 0.901": {srv: [d.get(srv, 0.0) for d in per_shape[0.901]]
+                                           for srv in groups[f"shape {shape}"]}, **groups}
+            bar_plot(ctx.figure_path(fig), f"Fig {fig}: % outgoing bandwidth per server ({scale}, "
+                     f"{BW_RATE[scale]} req/s)", "% outgoing bandwidth", groups, _refs(ctx, fig))
+    ctx.add(*claims_bw(per_shape, ctx.figs))
+    if ctx.wants(13, 14):
+        write_csv("fig13-14.csv", subs_rows)
+    if ctx.wants(13):
+        series_plot(ctx.figure_path(13), f"Fig 13: mean latency vs subscriptions ({scale})",
+                    "total subscribed topics", "mean latency (ms)",
+                    series(subs_rows, "total_subscribed", "latency_mean_ms"), _refs(ctx, 13))
+    if ctx.wants(14):
+        series_plot(ctx.figure_path(14), f"Fig 14: throughput vs subscriptions ({scale})",
+                    "total subscribed topics", "timestamps/s",
+                    series(subs_rows, "total_subscribed", "throughput_per_s"), _refs(ctx, 14))
+    ctx.add(*claims_subs(subs_rows, ctx.figs))
+
+    if check_dirs:
+        for run, res in spark_checks(ctx.spark, check_dirs).items():
+            for r in res:
+                ctx.checks.append({"run": run, "run_dir": check_dirs[run], "check": r["property"],
+                                   "passed": r["passed"], "violations": r["violations"],
+                                   "notifications": r.get("notifications"), "expected": r.get("expected"),
+                                   "examples": r.get("examples", [])[:3]})
+
+
+_STATED = {
+    7: "at 10 topics/subscriber: about 46 (shape 0.349) and about 17 (shape 0.901); grows toward the maximum "
+       "as subscriptions approach 1000/subscriber; 0.901 always below 0.349",
+    8: "reported alongside Fig 7",
+    9: "0.901 lower than 0.349; latency < 300 ms with 0.901 up to 10000 events/s",
+    10: "peak at 5000 requests/s for both; 0.901 peaks above 4k timestamps/s",
+    11: "only servers 4 and 5 forward to other servers; server 3 negligible; servers 1 and 2 zero",
+    12: "considerably higher on every server except server 1",
+    13: "number of subscriptions does not affect 0.901; under 0.349 it does",
+    14: "same as 13",
+}
+
+PAPER = Paper(
+    name="ordering",
+    title="Baldoni et al., notification ordering in topic-based publish/subscribe",
+    notes="docs/ordering.md",
+    figures=(
+        Figure(7, "mean timestamp size vs subscriptions (topics per subscriber)", ("fig7",), _STATED[7],
+               (Reference(46, 10, LABEL[0.349], "about 46 at 10 topics/subscriber, shape 0.349"),
+                Reference(17, 10, LABEL[0.901], "about 17 at 10 topics/subscriber, shape 0.901"))),
+        Figure(8, "std dev of the timestamp size", ("fig7",), _STATED[8]),
+        Figure(9, "mean end-to-end latency vs event rate", ("rate",), _STATED[9],
+               (Reference(300, None, LABEL[0.901], "< 300 ms with 0.901 up to 10000 events/s"),)),
+        Figure(10, "throughput vs event rate", ("rate",), _STATED[10],
+               (Reference(4000, 5000, LABEL[0.901], "0.901 peaks above 4k timestamps/s at 5000 requests/s"),)),
+        Figure(11, "% outgoing bandwidth per server, 0.901", ("rate",), _STATED[11]),
+        Figure(12, "% outgoing bandwidth per server, 0.349", ("rate",), _STATED[12]),
+        Figure(13, "mean latency vs number of subscriptions", ("subs",), _STATED[13]),
+        Figure(14, "throughput vs number of subscriptions", ("subs",), _STATED[14]),
+    ),
+    grids=(
+        Grid("fig7", "fig07-{scale}.yaml", compute=_tssize_row),
+        Grid("rate", "fig09-{scale}.yaml"),
+        Grid("subs", "fig13-{scale}.yaml"),
+        Grid("check-reliable", "smoke.yaml", set=CHECK_SET["reliable"], repeats={"quick": 1, "paper": 1},
+             pass_scale=False),
+        Grid("check-unreliable", "smoke.yaml", set=CHECK_SET["unreliable"], repeats={"quick": 1, "paper": 1},
+             pass_scale=False),
+    ),
+    check_grids=("check-reliable", "check-unreliable"),
+    analyze=analyze,
+)

@@ -1,0 +1,245 @@
+"""``reproductions/REPORT.md`` and ``reproductions/index.html`` from every paper's ``result.json``.
+
+Per paper and figure: our figure (with the paper's stated values drawn on it as markers labelled
+"paper"), the paper's statements, every claim (paper value, measured mean ± spread over the
+seeds, tolerance, verdict), then the history checks, the runs used and the time taken.
+The HTML page is one self-contained file (figures embedded as data URIs): it opens from disk.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.experiments.claims import FAIL, INFO, INSUFFICIENT, NO_DATA, PASS
+
+VERDICT_TEXT = {PASS: "pass", FAIL: "**FAIL**", INFO: "info", INSUFFICIENT: "**insufficient seeds**",
+                NO_DATA: "**no data**"}
+
+
+def _m(meas: dict[str, Any], nd: int = 2) -> str:
+    mean, spread, n = meas.get("mean"), meas.get("spread"), meas.get("n", 0)
+    if mean is None or not n:
+        return "-"
+    s = f"{mean:.{nd}f}"
+    if n > 1 and spread is not None:
+        s += f" ± {spread:.{nd}f}"
+    return f"{s} (n={n})"
+
+
+def _pv(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {x}" for k, x in v.items())
+    return str(v)
+
+
+def _cell(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def load_results(out_dir: Path) -> list[dict[str, Any]]:
+    res = []
+    for p in sorted(Path(out_dir).glob("*/result.json")):
+        try:
+            res.append(json.loads(p.read_text()))
+        except ValueError:
+            continue
+    return res
+
+
+def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per check: runs passed / runs, violations, the failing runs (every run's row: checks.json)."""
+    by: dict[str, dict[str, Any]] = {}
+    for c in result.get("checks") or []:
+        a = by.setdefault(str(c.get("check")), {"check": c.get("check"), "runs": 0, "passed": 0,
+                                                "violations": 0, "failing": []})
+        a["runs"] += 1
+        a["violations"] += int(c.get("violations") or 0)
+        if c.get("passed"):
+            a["passed"] += 1
+        else:
+            a["failing"].append(str(c.get("run")))
+    return list(by.values())
+
+
+def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> str:
+    """One paper's section (``link_prefix``: path from the markdown file to ``<out>/<paper>/``)."""
+    h = "#" * level
+    claims = r.get("claims") or []
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_TEXT}
+    L = [f"{h} {r['title']} (`{r['paper']}`, scale `{r['scale']}`)", ""]
+    t = r.get("timings") or {}
+    st = r.get("stats") or {}
+    L.append(f"Figures {', '.join(map(str, r['figures']))}. Claims: {counts[PASS]} pass, {counts[FAIL]} fail, "
+             f"{counts[INSUFFICIENT]} insufficient seeds, {counts[NO_DATA]} no data, {counts[INFO]} information. "
+             f"Runs: {st.get('points', 0)} ({st.get('ran', 0)} made now, {st.get('reused', 0)} reused). "
+             f"Time: {t.get('total_s', '-')} s (runs {t.get('runs_s', '-')} s, analysis {t.get('analysis_s', '-')} s)."
+             + (f" Points filter: `{json.dumps(r['points_filter'])}`." if r.get("points_filter") else ""))
+    if r.get("notes"):
+        L.append(f"Method and deviations: {r['notes']}.")
+    L.append("")
+    for f in r.get("figure_info") or []:
+        L += [f"{h}# Fig {f['number']}: {f['title']}", "", f"Paper: {f['paper']}", ""]
+        if f.get("image"):
+            L += [f"![Fig {f['number']}]({link_prefix}{f['image']})", ""]
+        else:
+            L += ["(no figure drawn: no data)", ""]
+        fc = [c for c in claims if c["figure"] == f["number"]]
+        if fc:
+            L += ["| claim (paper) | kind | paper value | measured (mean ± spread, seeds) | tolerance | verdict |",
+                  "|---|---|---|---|---|---|"]
+            for c in fc:
+                why = f" — {c['reason']}" if c.get("reason") and c["kind"] == "information" else ""
+                L.append(f"| {_cell(c['sentence'])} | {c['kind']} | {_cell(_pv(c.get('paper_value')))} | "
+                         f"{_m(c['measured'])} | {_cell(c.get('tolerance') or '-')} | "
+                         f"{VERDICT_TEXT[c['verdict']]}{_cell(why)} |")
+            L.append("")
+    rows = check_rows(r)
+    L += [f"{h}# History checks", ""]
+    if rows:
+        L += ["| check | runs passed | violations | failing runs |", "|---|---|---|---|"]
+        for c in rows:
+            ok = c["passed"] == c["runs"]
+            L.append(f"| {c['check']} | {c['passed']}/{c['runs']}{'' if ok else ' **FAIL**'} | {c['violations']} | "
+                     f"{_cell(', '.join(c['failing']) or '-')} |")
+    else:
+        L.append("(none)")
+    if r.get("numbers"):
+        L += ["", f"{h}# Numbers", "", "```json", json.dumps(r["numbers"], indent=1, default=str), "```"]
+    L += ["", f"{h}# Runs used", ""]
+    for x in r.get("runs") or []:
+        L.append(f"- `{x['name']}`: {x.get('run') or 'computed'}{' (reused)' if x.get('reused') else ''}")
+    return "\n".join(L) + "\n"
+
+
+def write_markdown(out_dir: Path, results: list[dict[str, Any]]) -> Path:
+    L = ["# Reproductions", "",
+         f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `testbed reproduce`. "
+         "Claims are judged from the runs' logs: `value` = the mean over the seeds inside the stated "
+         "tolerance; `shape` = holds on every seed; `comparison` = the difference of the means exceeds the "
+         "seeds' spread (sum of the sample standard deviations) on >= 3 seeds; `information` = a number set by "
+         "the paper's hardware, reported and never judged. The same page with the figures embedded: "
+         "`index.html`.", ""]
+    for r in results:
+        L.append(paper_markdown(r, link_prefix=f"{r['paper']}/", level=2))
+    p = Path(out_dir) / "REPORT.md"
+    p.write_text("\n".join(L))
+    return p
+
+
+# ------------------------------------------------------------------------------ HTML
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}
+td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
+th{background:#f3f3f3}.pass{color:#070}.fail,.insufficient,.nodata{color:#b00;font-weight:bold}
+.info{color:#555}.fig{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}
+.fig img{max-width:640px;border:1px solid #ddd}.paper{max-width:480px}
+code{background:#f6f6f6}
+"""
+
+_SCRIPT = """
+function tbMarkReady(){
+  var imgs=Array.prototype.slice.call(document.querySelectorAll('img.figure'));
+  var ok=imgs.filter(function(i){return i.complete&&i.naturalWidth>0;});
+  var m=document.getElementById('figures-status');
+  if(ok.length===imgs.length){m.setAttribute('data-ready','yes');}
+  m.setAttribute('data-decoded',String(ok.length));m.setAttribute('data-total',String(imgs.length));
+}
+window.addEventListener('load',tbMarkReady);
+"""
+
+
+def _data_uri(path: Path) -> str | None:
+    try:
+        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+    except OSError:
+        return None
+
+
+def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
+    e = html.escape
+    claims = r.get("claims") or []
+    t = r.get("timings") or {}
+    st = r.get("stats") or {}
+    H = [f"<section id='{e(r['paper'])}'><h2>{e(r['title'])} (<code>{e(r['paper'])}</code>, "
+         f"scale <code>{e(r['scale'])}</code>)</h2>",
+         f"<p>Runs: {st.get('points', 0)} ({st.get('ran', 0)} made, {st.get('reused', 0)} reused). "
+         f"Time: {t.get('total_s', '-')} s (runs {t.get('runs_s', '-')} s, analysis {t.get('analysis_s', '-')} s)."
+         + (f" Method and deviations: {e(r['notes'])}." if r.get("notes") else "") + "</p>"]
+    for f in r.get("figure_info") or []:
+        H.append(f"<h3>Fig {f['number']}: {e(f['title'])}</h3><div class='fig'>")
+        uri = _data_uri(Path(out_dir) / r["paper"] / f["image"]) if f.get("image") else None
+        if uri:
+            H.append(f"<img class='figure' id='{e(r['paper'])}-fig{f['number']}' alt='Fig {f['number']}' "
+                     f"src='{uri}'>")
+        else:
+            H.append("<p><em>no figure drawn (no data)</em></p>")
+        refs = "".join(f"<li>{e(_ref_text(x))}</li>" for x in f.get("references") or [])
+        H.append(f"<div class='paper'><p><b>Paper:</b> {e(f['paper'])}</p>"
+                 + (f"<p>Drawn as “paper” markers:</p><ul>{refs}</ul>" if refs else "") + "</div></div>")
+        fc = [c for c in claims if c["figure"] == f["number"]]
+        if fc:
+            H.append("<table><tr><th>claim (paper)</th><th>kind</th><th>paper value</th>"
+                     "<th>measured (mean ± spread, seeds)</th><th>tolerance</th><th>verdict</th></tr>")
+            for c in fc:
+                cls = c["verdict"].replace(" ", "")
+                reason = f"<br><small>{e(c['reason'])}</small>" if c.get("reason") else ""
+                H.append(f"<tr><td>{e(c['sentence'])}<br><small>{e(c.get('judged') or '')}</small></td>"
+                         f"<td>{e(c['kind'])}</td><td>{e(_pv(c.get('paper_value')))}</td>"
+                         f"<td>{e(_m(c['measured']))}</td><td>{e(c.get('tolerance') or '-')}{reason}</td>"
+                         f"<td class='{cls}'>{e(c['verdict'])}</td></tr>")
+            H.append("</table>")
+    H.append("<h3>History checks</h3>")
+    rows = check_rows(r)
+    if rows:
+        H.append("<table><tr><th>check</th><th>runs passed</th><th>violations</th><th>failing runs</th></tr>")
+        for c in rows:
+            ok = c["passed"] == c["runs"]
+            H.append(f"<tr><td>{e(str(c['check']))}</td><td class='{'pass' if ok else 'fail'}'>{c['passed']}/{c['runs']}"
+                     f"</td><td>{c['violations']}</td><td>{e(', '.join(c['failing']) or '-')}</td></tr>")
+        H.append("</table>")
+    else:
+        H.append("<p>(none)</p>")
+    H.append("<details><summary>Runs used</summary><ul>")
+    for x in r.get("runs") or []:
+        H.append(f"<li><code>{e(x['name'])}</code>: {e(str(x.get('run') or 'computed'))}"
+                 f"{' (reused)' if x.get('reused') else ''}</li>")
+    H.append("</ul></details></section>")
+    return "\n".join(H)
+
+
+def _ref_text(x: dict[str, Any]) -> str:
+    where = f"at x={x['x']:g}" if x.get("x") is not None else "line"
+    s = f"{x['y']:g} ({where}"
+    if x.get("series"):
+        s += f", {x['series']}"
+    s += ")"
+    return s + (f": {x['note']}" if x.get("note") else "")
+
+
+def write_html(out_dir: Path, results: list[dict[str, Any]]) -> Path:
+    body = "\n".join(paper_html(out_dir, r) for r in results)
+    toc = " · ".join(f"<a href='#{html.escape(r['paper'])}'>{html.escape(r['paper'])}</a>" for r in results)
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>testbed reproductions</title>"
+            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>"
+            f"<h1>Reproductions</h1><p>{toc}</p>"
+            "<p>Verdicts: <b>value</b> = mean over the seeds inside the tolerance; <b>shape</b> = holds on every "
+            "seed; <b>comparison</b> = difference of the means exceeds the seeds' spread, on at least 3 seeds; "
+            "<b>information</b> = set by the paper's hardware, never judged. Markers labelled “paper” on a figure "
+            "are the numbers the paper states.</p>"
+            f"<div id='figures-status' data-ready='no'></div>{body}</body></html>")
+    p = Path(out_dir) / "index.html"
+    p.write_text(page)
+    return p
+
+
+def write_all(out_dir: Path) -> tuple[Path, Path]:
+    results = load_results(out_dir)
+    return write_markdown(out_dir, results), write_html(out_dir, results)

@@ -1,0 +1,354 @@
+"""Run a paper's grids (the only place that calls ``testbed.api`` to run points), then analyse.
+
+``reproduce_paper`` enumerates every (grid, point, repeat) the chosen figures need, reuses what
+the run index has, runs the rest one by one with a progress line per run (figure, point, repeat,
+ETA), then hands the finished runs to the paper's ``analyze(ctx)``. ``analyze`` reads run
+directories only (through ``testbed.analysis``) and records figures, claims, checks and numbers
+in the :class:`Context`; the runner writes them to ``<out>/<paper>/`` (``result.json``,
+``claims.json``, ``checks.json``, ``report.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from testbed.experiments import topologies
+from testbed.experiments.claims import Claim
+from testbed.experiments.grid import Grid, Paper, figure_list, matches
+from testbed.experiments.index import RunIndex, code_version, run_finished, run_key
+
+Progress = Callable[[str], None]
+OVERHEAD_S = 15.0  # bring-up + drain + teardown of one run, before any run was measured
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One finished (grid, point, repeat): a run directory, or a computed row."""
+
+    grid: str
+    point: dict[str, Any]
+    repeat: int
+    key: str
+    run: Path | None = None
+    row: dict[str, Any] | None = None
+    reused: bool = False
+
+
+@dataclass
+class Work:
+    grid: Grid
+    plan: Any
+    path: Path
+    set_vars: dict[str, Any]
+    key: str
+
+
+@dataclass
+class Context:
+    """What ``Paper.analyze`` gets and fills."""
+
+    paper: Paper
+    scale: str
+    figs: list[int]
+    out: Path
+    entries_by_grid: dict[str, list[Entry]]
+    progress: Progress
+    spark_master: str | None = None
+    claims: list[Claim] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    figures: dict[int, str] = field(default_factory=dict)  # figure -> png path relative to out
+    numbers: dict[str, Any] = field(default_factory=dict)
+    _spark: Any = None
+
+    @property
+    def fig_dir(self) -> Path:
+        (self.out / "figures").mkdir(parents=True, exist_ok=True)
+        return self.out / "figures"
+
+    @property
+    def data_dir(self) -> Path:
+        (self.out / "data").mkdir(parents=True, exist_ok=True)
+        return self.out / "data"
+
+    def wants(self, *figs: int) -> bool:
+        return any(f in self.figs for f in figs)
+
+    def entries(self, grid: str) -> list[Entry]:
+        return self.entries_by_grid.get(grid, [])
+
+    def run_dirs(self, grid: str) -> dict[str, str]:
+        """A name per run (``<grid>/<point>/r<repeat>``) -> its directory."""
+        return {entry_name(e): str(e.run) for e in self.entries(grid) if e.run is not None}
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from testbed.analysis.session import spark_session
+
+            self.progress(f"{self.paper.name}: starting Spark for the analysis")
+            self._spark = spark_session(self.spark_master, app=f"testbed-reproduce-{self.paper.name}")
+        return self._spark
+
+    def figure_path(self, n: int) -> Path:
+        self.figures[n] = f"figures/fig{n}.png"
+        return self.fig_dir / f"fig{n}.png"
+
+    def add(self, *claims: Claim) -> None:
+        self.claims.extend(claims)
+
+    def references(self, n: int):
+        return self.paper.figure(n).references
+
+
+def entry_name(e: Entry) -> str:
+    pt = ",".join(f"{k}={v}" for k, v in sorted(e.point.items()))
+    return f"{e.grid}/{pt or '-'}/r{e.repeat}"
+
+
+Cost = tuple[float, bool] | None  # (workload duration, analysed per run) of a run; None: computed entry
+
+
+def eta_s(costs: list[Cost], overheads: dict[bool, list[float]]) -> float:
+    """Seconds left: each run costs its workload duration plus an overhead (bring-up, drain,
+    teardown, and for analysed grids the per-run Spark analysis): the mean overhead measured so far
+    on runs of the same kind, else on any run, else OVERHEAD_S; a computed entry about a second."""
+    every = [x for v in overheads.values() for x in v]
+
+    def over(analysed: bool) -> float:
+        xs = overheads.get(analysed) or every
+        return sum(xs) / len(xs) if xs else OVERHEAD_S
+
+    return sum(1.0 if c is None else c[0] + over(c[1]) for c in costs)
+
+
+def _fmt_s(s: float) -> str:
+    s = max(0, int(round(s)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _points(grid: Grid, scale: str, flt: dict[str, Any], path: Path, provider: str | None):
+    """Every (plan of repeat 0, --set values) of the grid at this scale, filtered."""
+    from testbed import api
+
+    base = dict(grid.set)
+    if grid.pass_scale:
+        base["scale"] = scale
+    sets = [{**base, **p} for p in grid.points[scale]] if grid.points is not None else [base]
+    seen = set()
+    for sv in sets:
+        for plan in api.plans(str(path), sv, provider):
+            if plan.repeat_index != 0:
+                continue
+            full = {**sv, **plan.point}
+            point = {k: v for k, v in full.items() if k != "scale"}
+            if not matches(point, flt):
+                continue
+            ident = json.dumps(full, sort_keys=True, default=str)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            yield plan, full, point
+
+
+def plan_work(paper: Paper, scale: str, figs: list[int], provider: str | None,
+              flt: dict[str, Any] | None = None) -> list[tuple[Work, dict[str, Any], int]]:
+    """Everything the figures need: (work, point, repeat), in grid order."""
+    out = []
+    for grid in paper.grids_for(figs):
+        path = topologies.find(paper.topology_dir or paper.name, grid.topology_name(scale))
+        code = code_version(include_analysis=grid.compute is not None)
+        if grid.compute is not None:  # the compute function's own module is part of its code
+            import hashlib
+            import inspect
+
+            code += hashlib.sha256(Path(inspect.getfile(grid.compute)).read_bytes()).hexdigest()[:16]
+        for plan, sv, point in _points(grid, scale, flt or {}, path, provider):
+            for r in range(grid.repeats_at(scale)):
+                p = dataclasses.replace(plan, repeat_index=r)
+                key = run_key(p.rendered_text, sv, p.seed, r, p.provider, code,
+                              "compute" if grid.compute else "run")
+                out.append((Work(grid, p, path, sv, key), point, r))
+    return out
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, so the run being made is torn down (``finally``) and the
+    index keeps what finished. Only in the main thread."""
+    try:
+        old = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@dataclass
+class Tally:
+    """Progress over a whole ``reproduce`` (every paper): runs left, overheads measured so far."""
+
+    total: int = 0
+    done: int = 0
+    later: list[Cost] = field(default_factory=list)  # the runs of the papers not started yet
+    measured: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})  # overheads
+
+
+def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str | None,
+            flt: dict[str, Any] | None = None) -> tuple[RunIndex, list, list[int]]:
+    """The run index, every (work, point, repeat) the figures need, and the indices of those not in it."""
+    index = RunIndex(out / f"index-{scale}.json")
+    work = plan_work(paper, scale, figs, provider, flt)
+
+    def have(w: Work) -> dict[str, Any] | None:
+        e = index.get(w.key)
+        if e is None:
+            return None
+        if w.grid.compute is not None:
+            return e if "row" in e else None
+        return e if run_finished(e.get("run"), analyzed=w.grid.analyze) else None
+
+    return index, work, [i for i, (w, _, _) in enumerate(work) if have(w) is None]
+
+
+def durations(work: list, todo: list[int]) -> list[Cost]:
+    return [None if work[j][0].grid.compute is not None else (work[j][0].plan.duration_s, work[j][0].grid.analyze)
+            for j in todo]
+
+
+def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
+              provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
+              on_step: Callable[[dict[str, Any]], None] | None = None,
+              spark_master: str | None = None, tally: Tally | None = None
+              ) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
+    """Run what is missing; every entry the figures need, by grid; plus run statistics."""
+    from testbed import api
+    from testbed.runs.rundir import runs_root
+
+    index, work, todo = pending(paper, scale, figs, out, provider, flt)
+    if tally is None:
+        tally = Tally(total=len(todo))
+    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0}
+    progress(f"{paper.name} ({scale}): {len(work)} runs needed, {stats['reused']} reused from the index, "
+             f"{len(todo)} to run")
+    root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
+    root.mkdir(parents=True, exist_ok=True)
+    measured = tally.measured
+    spark = None
+    by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
+    try:
+        with _sigterm_interrupts():
+            for n, i in enumerate(todo):
+                w, point, r = work[i]
+                eta = eta_s(durations(work, todo[n:]) + tally.later, measured)
+                tally.done += 1
+                figs_of = paper.figures_of(w.grid.name)
+                step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
+                        "repeat": r, "repeats": w.grid.repeats_at(scale), "n": tally.done, "of": tally.total,
+                        "eta_s": round(eta, 1)}
+                if on_step:
+                    on_step(step)
+                what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
+                pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
+                progress(f"{paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
+                         f"{w.grid.repeats_at(scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
+                t = time.monotonic()
+                entry: dict[str, Any] = {"grid": w.grid.name, "point": point, "repeat": r,
+                                         "topology": w.path.name, "set": w.set_vars}
+                if w.grid.compute is not None:
+                    entry["row"] = w.grid.compute(w.plan)
+                else:
+                    rd = api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
+                    if w.grid.analyze:
+                        if spark is None:
+                            from testbed.analysis.session import spark_session
+
+                            spark = spark_session(spark_master)
+                        api.analyze_run(str(rd.path), spark_master=spark_master, spark=spark)
+                    entry["run"] = str(rd.path)
+                dt = time.monotonic() - t
+                entry["elapsed_s"] = round(dt, 2)
+                entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                if w.grid.compute is None:
+                    measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
+                stats["ran"] += 1
+                stats["run_s"] += dt
+                index.put(w.key, entry)
+    finally:
+        if spark is not None:
+            spark.stop()
+    for i, (w, point, r) in enumerate(work):
+        e = index.get(w.key) or {}
+        by_grid[w.grid.name].append(Entry(w.grid.name, point, r, w.key,
+                                          Path(e["run"]) if e.get("run") else None, e.get("row"),
+                                          reused=i not in todo))
+    stats["run_s"] = round(stats["run_s"], 1)
+    return by_grid, stats
+
+
+def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *,
+                    runs_dir: str | None = None, provider: str | None = None,
+                    progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
+                    on_step: Callable[[dict[str, Any]], None] | None = None,
+                    spark_master: str | None = None, tally: Tally | None = None) -> Path:
+    """Run and analyse one paper; returns ``<out>/<paper>/result.json``."""
+    from testbed.errors import UsageError
+    from testbed.experiments import report
+    from testbed.experiments.grid import SCALES
+
+    if scale not in SCALES:
+        raise UsageError(f"unknown scale {scale!r} ({' or '.join(SCALES)})")
+    figs = figure_list(paper, figs)
+    out = Path(out_dir) / paper.name
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
+                               progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
+                               tally=tally)
+    t1 = time.monotonic()
+    ctx = Context(paper, scale, figs, out, entries, progress, spark_master)
+    try:
+        paper.analyze(ctx)
+    finally:
+        if ctx._spark is not None:
+            ctx._spark.stop()
+    timings = {"runs_s": round(t1 - t0, 1), "analysis_s": round(time.monotonic() - t1, 1),
+               "total_s": round(time.monotonic() - t0, 1)}
+    result = {
+        "paper": paper.name, "title": paper.title, "scale": scale, "figures": figs,
+        "points_filter": points or {}, "notes": paper.notes,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "timings": timings, "stats": stats,
+        "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
+                         "image": ctx.figures.get(f.number),
+                         "references": [dataclasses.asdict(r) for r in f.references]}
+                        for f in paper.figures if f.number in figs],
+        "claims": [c.to_dict() for c in ctx.claims],
+        "checks": ctx.checks,
+        "numbers": ctx.numbers,
+        "runs": [{"name": entry_name(e), "grid": e.grid, "point": e.point, "repeat": e.repeat,
+                  "run": str(e.run) if e.run else None, "reused": e.reused}
+                 for es in entries.values() for e in es],
+    }
+    from testbed.experiments.claims import _json
+
+    (out / "result.json").write_text(json.dumps(_json(result), indent=1, default=str))
+    (out / "claims.json").write_text(json.dumps(_json(result["claims"]), indent=1))
+    (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))
+    (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
+    progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
+             f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
+    return out / "result.json"

@@ -1,0 +1,21 @@
+"""`testbed reproduce` arguments: the paper choices come from testbed.experiments; bad input is one line."""
+
+import pytest
+
+from testbed import cli
+
+
+def test_reproduce_choices_and_usage_errors(capsys):
+    p = cli._parser()
+    a = p.parse_args(["reproduce", "all", "--scale", "quick", "--points", "rate=500", "--out", "x"])
+    assert (a.protocol, a.scale, a.points, a.out) == ("all", "quick", "rate=500", "x")
+    assert p.parse_args(["reproduce", "gryphon", "--fig", "6", "--fig", "7"]).fig == [6, 7]
+    with pytest.raises(SystemExit):
+        p.parse_args(["reproduce", "nope"])
+    assert "all|gryphon|ordering" in capsys.readouterr().err
+    assert cli.main(["reproduce", "all", "--fig", "7"]) == 2
+    assert "--fig selects figures of one paper" in capsys.readouterr().err
+    assert cli.main(["reproduce", "ordering", "--fig", "99"]) == 2
+    assert "ordering has figures [7, 8, 9, 10, 11, 12, 13, 14], not [99]" in capsys.readouterr().err
+    assert cli.main(["reproduce", "ordering", "--points", "rate"]) == 2
+    assert "expected key=value" in capsys.readouterr().err

@@ -1,0 +1,48 @@
+"""REPORT.md and index.html from result.json files: figures embedded, claims with their verdicts, checks summarised."""
+
+import json
+
+from testbed.analysis.plots import series_plot
+from testbed.experiments import claims as C
+from testbed.experiments import report
+
+
+def _write(tmp_path, checks):
+    (tmp_path / "p" / "figures").mkdir(parents=True)
+    series_plot(tmp_path / "p" / "figures" / "fig3.png", "t", "x", "y", {"s": {1: [1, 2, 3], 2: [3, 4, 5]}},
+                [(1, 2.0, "paper (about 2)")])
+    claims = [C.comparison(3, "a above b", [C.Difference("x", (5, 6, 7), (1, 2, 3), ">")], what="w"),
+              C.information(3, "under 300 ms", [12.0, 14.0], "< 300 ms", "set by the paper's hardware"),
+              C.value(3, "about 46", [12, 13, 12], 46, C.Tolerance("why", rel=0.3))]
+    res = {"paper": "p", "title": "Paper P", "scale": "quick", "figures": [3], "notes": "docs/p.md",
+           "timings": {"total_s": 12.5, "runs_s": 10.0, "analysis_s": 2.5},
+           "stats": {"points": 6, "ran": 2, "reused": 4},
+           "figure_info": [{"number": 3, "title": "three", "paper": "a above b; about 46", "image": "figures/fig3.png",
+                            "references": [{"y": 2.0, "x": 1.0, "series": "s", "note": "about 2"}]}],
+           "claims": [c.to_dict() for c in claims], "checks": checks,
+           "runs": [{"name": "g/x=1/r0", "run": "/runs/a", "reused": True}]}
+    (tmp_path / "p" / "result.json").write_text(json.dumps(res))
+    return report.write_all(tmp_path)
+
+
+def test_markdown_has_every_claim_check_run_and_time(tmp_path):
+    md, page = _write(tmp_path, [{"run": "r0", "check": "tno", "passed": True, "violations": 0},
+                                 {"run": "r1", "check": "tno", "passed": False, "violations": 3}])
+    text = md.read_text()
+    assert "![Fig 3](p/figures/fig3.png)" in text
+    assert "| a above b | comparison | - | 4.00 ± 2.00 (n=3) |" in text and "| pass |" in text
+    assert "| under 300 ms | information | < 300 ms | 13.00 ± 1.41 (n=2) | - | info — set by the paper's hardware |" in text
+    assert "| about 46 | value | 46 | 12.33 ± 0.58 (n=3) | within 30% of the paper | **FAIL** |" in text
+    assert "| tno | 1/2 **FAIL** | 3 | r1 |" in text
+    assert "Time: 12.5 s" in text and "`g/x=1/r0`: /runs/a (reused)" in text
+    html = page.read_text()
+    assert html.count("<img class='figure'") == 1 and "data:image/png;base64,iVBOR" in html
+    assert "<td class='fail'>1/2</td>" in html and "<li>2 (at x=1, s): about 2</li>" in html
+
+
+def test_a_missing_figure_is_said_not_hidden(tmp_path):
+    md, page = _write(tmp_path, [])
+    (tmp_path / "p" / "figures" / "fig3.png").unlink()
+    md, page = report.write_all(tmp_path)
+    assert "<img" not in page.read_text() and "no figure drawn" in page.read_text()
+    assert "(none)" in md.read_text()  # no checks

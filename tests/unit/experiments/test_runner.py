@@ -1,0 +1,64 @@
+"""The runner on computed grids (no processes): the index reuses what is done, a failing paper does not
+cost the others, and the report covers what finished."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import testbed.experiments as E
+from testbed.errors import RunError
+from testbed.experiments import claims as C
+from testbed.experiments.grid import Figure, Grid, Paper
+
+TINY = str(Path(__file__).resolve().parents[2] / "integration" / "topologies" / "tiny")
+CALLS: list[tuple] = []
+
+
+def _row(plan):
+    CALLS.append((plan.repeat_index, plan.rendered_text.count("40/s")))
+    return {"rate40": plan.rendered_text.count("40/s") > 0, "seed": plan.node_seed("b1")}
+
+
+def _analyze(ctx):
+    rows = [(e.point["rate"], e.row["seed"]) for e in ctx.entries("g")]
+    per_point = [[s for r, s in rows if r == rate] for rate in (10, 40)]
+    ctx.add(C.shape(1, "the repeats of a point differ", [len(set(p)) == len(p) == 3 for p in per_point],
+                    judged="distinct node seeds per repeat"))
+    ctx.numbers["rows"] = len(rows)
+
+
+def _broken(ctx):
+    raise ValueError("analysis bug")
+
+
+def _paper(name, analyze):
+    return Paper(name=name, title=f"paper {name}", topology_dir=TINY, analyze=analyze,
+                 figures=(Figure(1, "f", ("g",), "stated"),),
+                 grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}, compute=_row),))
+
+
+def test_second_reproduction_reuses_every_entry(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "papers", lambda: {"a": _paper("a", _analyze)})
+    CALLS.clear()
+    lines: list[str] = []
+    md = E.reproduce("a", out_dir=tmp_path, progress=lines.append)
+    assert len(CALLS) == 6 and {r for r, _ in CALLS} == {0, 1, 2}  # 2 points x 3 repeats
+    res = json.loads((tmp_path / "a" / "result.json").read_text())
+    assert res["stats"]["ran"] == 6 and res["numbers"]["rows"] == 6
+    assert res["claims"][0]["verdict"] == "pass"  # the repeat index changes the node seeds
+    assert any("ETA" in s and "repeat 3/3" in s for s in lines)
+    CALLS.clear()
+    E.reproduce("a", out_dir=tmp_path)
+    assert CALLS == [] and json.loads((tmp_path / "a" / "result.json").read_text())["stats"]["reused"] == 6
+    assert "paper a" in md.read_text()
+
+
+def test_a_failing_paper_does_not_cost_the_others(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "papers", lambda: {"a": _paper("a", _analyze), "b": _paper("b", _broken)})
+    with pytest.raises(RunError, match="b failed .*analysis bug"):
+        E.reproduce("all", out_dir=tmp_path)
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "paper a" in text and "paper b" not in text
+    with pytest.raises(ValueError):  # one paper alone: its own error
+        E.reproduce("b", out_dir=tmp_path)
