@@ -93,3 +93,4 @@ def test_reproduce_spark_path_reads_many_runs(runs):
     assert props["reliable"]["tno"]["passed"] and props["reliable"]["completeness"]["passed"]
     assert props["reliable"]["completeness"]["expected"] > 20
     assert props["unreliable"]["ooo_tagging"]["passed"]
+    assert props["reliable"]["liveness"]["passed"] and props["unreliable"]["liveness"]["passed"]

@@ -54,22 +54,28 @@ def spark_checks(spark, run_dirs: dict[str, str]) -> dict[str, list[dict[str, An
     from pyspark.sql import functions as F
 
     from testbed.analysis.ordering import history as H
+    from testbed.analysis.ordering.liveness import check_liveness, liveness_bound
 
     notify = read_events(spark, run_dirs, "o_notify").select(
-        "run", "client", "eid", "topic", "ts", "ooo", F.col("n").alias("order"), (F.col("t") / 1e9).alias("t"))
+        "run", "client", "eid", "topic", "ts", "ooo", "wait_ms", F.col("n").alias("order"),
+        (F.col("t") / 1e9).alias("t"))
     stamps = read_events(spark, run_dirs, "o_timestamp").select(
-        "run", "client", "eid", "topic", (F.col("t") / 1e9).alias("t"), (F.col("t0") / 1e9).alias("t0"))
-    subs = read_events(spark, run_dirs, "o_subscribed").select("run", "client", "topic", (F.col("t") / 1e9).alias("t"))
+        "run", "client", "eid", "topic", "sn", (F.col("t") / 1e9).alias("t"), (F.col("t0") / 1e9).alias("t0"))
+    subs = read_events(spark, run_dirs, "o_subscribed").select("run", "client", "topic", "ts",
+                                                               (F.col("t") / 1e9).alias("t"))
+    stuck = read_events(spark, run_dirs, "o_stuck").select("run", "client", "eid", "topic", "age_ms", "final",
+                                                           "waits", "sub")
     unsubs = read_events(spark, run_dirs, "o_unsubscribe").select("run", "client", "topic", (F.col("t") / 1e9).alias("t"))
     hist: dict[str, list[dict[str, Any]]] = {r: [] for r in run_dirs}
     for df, ev in ((notify, "o_notify"), (stamps, "o_ens_publish"), (subs, "o_subscribed"),
-                   (unsubs, "o_unsubscribe")):
+                   (unsubs, "o_unsubscribe"), (stuck, "o_stuck")):
         for row in df.toLocalIterator():
             d = row.asDict()
             hist[d.pop("run")].append({**d, "ev": ev})
     out: dict[str, list[dict[str, Any]]] = {}
     for run, h in hist.items():
-        params = json.loads((Path(run_dirs[run]) / "plan.json").read_text()).get("params") or {}
+        plan = json.loads((Path(run_dirs[run]) / "plan.json").read_text())
+        params = plan.get("params") or {}
         reliable = params.get("ens", "reliable") == "reliable"
         notes = [x for x in h if x["ev"] == "o_notify"]
         last = max((x["t"] for x in notes), default=0.0)
@@ -78,6 +84,7 @@ def spark_checks(spark, run_dirs: dict[str, str]) -> dict[str, list[dict[str, An
             res.append(H.check_completeness(h, until=last - 1.0))
         else:
             res.append(H.check_ooo_tags(h))
+        res.append(check_liveness(h, liveness_bound(plan)["bound_s"]))
         for r in res:
             r["notifications"] = len(notes)
         out[run] = res
