@@ -95,3 +95,18 @@ def test_rejects_other_protocols(tmp_path):
     plan = dataclasses.replace(_plan(tmp_path, TWO_SITES), protocol="gryphon")
     with pytest.raises(ValueError, match="ordering"):
         predict(plan)
+
+
+def test_cli_predict_prints_one_line_per_plan_and_refuses_other_protocols(tmp_path, capsys):
+    import json
+
+    from testbed import cli
+
+    p = tmp_path / "t.yaml"
+    p.write_text(TWO_SITES)
+    assert cli.main(["predict", str(p), "--json"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    doc = json.loads(line)
+    assert doc["forwarding_pct"]["tm1"] == 0.0 and doc["forwarding_pct"]["tm2"] > 0
+    assert cli.main(["predict", "topologies/gryphon/fig6.yaml"]) == 2
+    assert "ordering" in capsys.readouterr().err
