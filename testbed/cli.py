@@ -33,6 +33,11 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
+    sp = sub.add_parser("predict", help="ordering: expected forwarding share per TM server and chain latency "
+                                        "of every plan of a topology, from the plan alone (no nodes run)")
+    sp.add_argument("file", help="topology YAML file (protocol ordering)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per plan, one per line")
     sp = sub.add_parser("graph", help="draw a topology with Graphviz: sites, nodes, clients, links; --at: "
                                       "its state at that point of the fault schedule")
     sp.add_argument("file", help="topology YAML file")
@@ -137,6 +142,18 @@ def _dispatch(args: argparse.Namespace) -> int:
                                                                              args.provider))))
             return 0
         ui.plain(api.validate(args.file, api.parse_set(args.set), args.provider))
+        return 0
+    if args.cmd == "predict":
+        import json
+
+        from testbed.analysis.ordering.predict import format_prediction, predict
+        from testbed.errors import UsageError
+
+        for plan in api.plans(args.file, api.parse_set(args.set)):
+            if plan.protocol != "ordering":
+                raise UsageError(f"{args.file}: predict covers the ordering protocol, not {plan.protocol}")
+            p = predict(plan)
+            ui.plain(json.dumps(p, sort_keys=True) if args.json else format_prediction(p))
         return 0
     if args.cmd == "graph":
         if args.output == "-":

@@ -51,6 +51,7 @@ class LinkState:
 
     overrides: dict[str, dict[str, LinkSpec]] = field(default_factory=dict)  # src -> dst -> spec
     cuts: set[frozenset[str]] = field(default_factory=set)
+    closed: set[frozenset[str]] = field(default_factory=set)  # cuts with close: true
     partitions: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # id -> node -> peers
     stalled: set[str] = field(default_factory=set)
 
@@ -61,8 +62,11 @@ class LinkState:
                 self.overrides.setdefault(src, {})[dst] = spec
         elif a.op == "cut":
             self.cuts.add(frozenset(a.target))
+            if a.close:
+                self.closed.add(frozenset(a.target))
         elif a.op == "heal":
             self.cuts.discard(frozenset(a.target))
+            self.closed.discard(frozenset(a.target))
         elif a.op == "partition":
             self.partitions[partition_id(a)] = partition_peers(a.groups)
         elif a.op == "heal_partition":
@@ -77,9 +81,12 @@ class LinkState:
         calls: list[tuple[str, dict[str, Any]]] = []
         if node in self.overrides:
             calls.append(("set_links", {"links": {d: s.to_dict() for d, s in self.overrides[node].items()}}))
-        peers = sorted(next(iter(pair - {node})) for pair in self.cuts if node in pair)
+        peers = sorted(next(iter(pair - {node})) for pair in self.cuts - self.closed if node in pair)
         if peers:
             calls.append(("cut", {"peers": peers}))
+        closed = sorted(next(iter(pair - {node})) for pair in self.closed if node in pair)
+        if closed:
+            calls.append(("cut", {"peers": closed, "close": True}))
         for pid, per_node in self.partitions.items():
             if node in per_node:
                 calls.append(("partition", {"id": pid, "peers": per_node[node]}))
@@ -106,7 +113,8 @@ def link_calls(a: Action) -> list[tuple[str, str, dict[str, Any]]]:
         return [(a.target[0], a.op, {})]
     if a.op in ("cut", "heal"):
         x, y = a.target
-        return [(x, a.op, {"peers": [y]}), (y, a.op, {"peers": [x]})]
+        args: dict[str, Any] = {"close": True} if a.op == "cut" and a.close else {}
+        return [(x, a.op, {"peers": [y], **args}), (y, a.op, {"peers": [x], **args})]
     if a.op == "partition":
         return [(n, "partition", {"id": partition_id(a), "peers": peers})
                 for n, peers in partition_peers(a.groups).items()]

@@ -60,6 +60,8 @@ def link_classes(plan: Plan) -> list[tuple[str, str, LinkSpec, int]]:
 def _action_text(a: Action) -> str:
     if a.target:
         what = " ".join(a.target) if a.op not in ("cut", "heal") else f"{a.target[0]} <-> {a.target[1]}"
+        if a.close:
+            what += " (connection closed)"
     elif a.groups:
         what = " | ".join(",".join(g) for g in a.groups)
     elif a.links:

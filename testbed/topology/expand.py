@@ -239,7 +239,7 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
             act(at, "restart", (at, at), target=(f.restart,))
         elif kind == "cut":
             target = tuple(f.cut)
-            act(at, "cut", (at, end), target=target)
+            act(at, "cut", (at, end), target=target, close=bool(f.close))
             if f.for_ is not None:
                 act(at + f.for_, "heal", (at, end), target=target)
         elif kind == "partition":

@@ -115,6 +115,7 @@ class Action:
     links: dict[str, LinkSpec] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)
     source: str = ""  # the fault as written, for display, e.g. "{at: 8s, stall: b1, for: 2.5s}"
+    close: bool = False  # cut: also close the connection (both ends detect it at once)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

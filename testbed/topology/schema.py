@@ -161,6 +161,7 @@ class Fault(StrictModel):
     restart: Name | None = None
     pause: Name | None = None
     cut: list[Name] | None = Field(None, min_length=2, max_length=2)
+    close: StrictBool | None = None  # cut only: also close the connection (detected at once)
     partition: list[list[Name]] | None = Field(None, min_length=2)
     set_link: LinkSelector | None = None
 
@@ -190,6 +191,8 @@ class Fault(StrictModel):
             raise ValueError(f"'for' does not apply to {kind} (only to {', '.join(WINDOWED)})")
         if kind == "cut" and self.cut[0] == self.cut[1]:
             raise ValueError("cut needs two different nodes")
+        if self.close is not None and kind != "cut":
+            raise ValueError(f"'close' only applies to cut, not to {kind}")
         if kind == "partition":
             if any(len(g) == 0 for g in self.partition):
                 raise ValueError("every partition group needs at least one site or node")

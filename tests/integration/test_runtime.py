@@ -340,3 +340,31 @@ def test_three_nodes_forwarding_and_a_partition_of_two_peers(tmp_path):
             assert p.stop() == 0
         assert [(e["peer"], e["up"]) for e in evs(a, "link_state")] == [
             ("b", False), ("c", False), ("b", True), ("c", True)]
+
+
+def test_cut_with_close_is_seen_at_once_and_stays_closed_until_heal(tmp_path):
+    with cluster(tmp_path, ["a", "b"]) as ps:
+        a, b = ps["a"], ps["b"]
+        a.call("send", dst="b", n=3)
+        b.call("send", dst="a", n=3)
+        wait_for(lambda: received(b) == 3 and received(a, "b/ping") == 3)
+        assert "b" in a.call("status")["connected"] and "a" in b.call("status")["connected"]
+        t_cut = time.time()
+        assert a.call("cut", peers=["b"], close=True)["closed"] == ["b"]
+        assert b.call("cut", peers=["a"], close=True)["closed"] == ["a"]
+        wait_for(lambda: evs(a, "peer_down") and evs(b, "peer_down"), timeout=2)
+        assert time.time() - t_cut < 2  # at once, not after some timeout
+        time.sleep(0.5)  # the reconnect loop would have reconnected within 0.05-0.1 s
+        assert a.call("status")["connected"] == [] and b.call("status")["connected"] == []
+        assert [e["peer"] for e in evs(a, "peer_up")] == ["b"]  # only the first connect
+        a.call("send", dst="b", n=4)
+        time.sleep(0.2)
+        assert received(b) == 3
+        a.call("heal", peers=["b"])
+        b.call("heal", peers=["a"])
+        wait_for(lambda: "b" in a.call("status")["connected"])
+        wait_for(lambda: [e["peer"] for e in evs(a, "peer_up")] == ["b", "b"])
+        a.call("send", dst="b", n=2)
+        wait_for(lambda: received(b) == 5)
+        with pytest.raises(Exception, match="close"):
+            a.call("cut", peers=["b"], close="yes")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from testbed.nodes.ordering.core import sg_from_counts
-from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
+from testbed.nodes.ordering.workload import FOREIGN_EPS, Popularity, client_subscriptions, own_topics
 
 
 def sg_sizes(subs: dict[str, list[int]], n_topics: int, causal: bool = False) -> np.ndarray:
@@ -41,12 +41,13 @@ def plan_subscriptions(plan: Any) -> tuple[dict[str, list[int]], Popularity]:
     directory = {name: {"site": nd.site} for name, nd in plan.nodes.items()}
     subs: dict[str, list[int]] = {}
     pop = None
+    eps = float((plan.params or {}).get("foreign_eps", FOREIGN_EPS))
     for name, nd in plan.nodes.items():
         g = nd.clients
         if nd.kind != "clients" or g is None or g.role not in ("client", "subscriber"):
             continue
         extra = g.extra or {}
-        pop = Popularity(n, float(extra.get("shape", 0.901)), own_topics(tm, directory, nd.site))
+        pop = Popularity(n, float(extra.get("shape", 0.901)), own_topics(tm, directory, nd.site), eps)
         clients = [f"{g.name}-{i}" for i in range(g.count)]
         subs.update(client_subscriptions(random.Random(plan.node_seed(name)), pop, clients,
                                          int(extra.get("topics_per_client", 10))))

@@ -25,7 +25,7 @@ from typing import Any
 from testbed.nodes.gryphon import events as _events  # noqa: F401  (registers the gryphon events)
 from testbed.nodes.gryphon.cells import CellMap, bundle_pick, pubend_id
 from testbed.nodes.gryphon.summary import Summary, SubscriberIndex, filter_from_wire
-from testbed.nodes.gryphon.pubend import Pubend, PubendLog
+from testbed.nodes.gryphon.pubend import LOG_FORCE_S, Pubend, PubendLog
 from testbed.nodes.gryphon.streams import (CuriousSet, KnowledgeStream, OStream, SubendStream,
                                            project, silence_before)
 from testbed.nodes.runtime.api import Node
@@ -41,6 +41,7 @@ DEFAULTS = {
     "ls_interval": 0.2,
     "link_timeout": 1.0,
     "log_sync": 0.005,  # group-commit interval of the pubend log
+    "log_force": LOG_FORCE_S,  # how long a log force takes (Sec 4.1: the ~100 ms GD cost)
     "silence": 0.5,
     "nack_chunk": 0.5,  # seconds of ticks per nack message
 }
@@ -97,6 +98,7 @@ class GryphonBroker(Node):
         self.sync_scheduled = False
         self.counters = {"delivered": 0, "nacks": 0, "retx": 0}
         self.stopped = False
+        self._forcing: dict[str, int] = {}  # pubend -> pending records in a log force under way
 
     # ------------------------------------------------------------------ helpers
     def now(self) -> float:
@@ -346,7 +348,7 @@ class GryphonBroker(Node):
             self._forward_be(pe, [(t, m)])
             return
         if self.log is None:
-            self.log = PubendLog(self._log_path())
+            self.log = PubendLog(self._log_path(), float(self.p["log_force"]))
         self.log.append(pe, t, m)
         if not self.sync_scheduled:
             self.sync_scheduled = True
@@ -357,10 +359,29 @@ class GryphonBroker(Node):
         if self.log is None:
             return
         self.log.sync()
-        for pe, pb in self.pubends.items():
-            if not pb.pending:
+        batch = {}
+        for pe, pb in self.pubends.items():  # records not yet part of a force under way
+            n = len(pb.pending) - self._forcing.get(pe, 0)
+            if n > 0:
+                batch[pe] = n
+                self._forcing[pe] = self._forcing.get(pe, 0) + n
+        if not batch:
+            return
+        if self.log.force_s > 0:
+            self.rt.call_later(self.log.force_s, self._forced, batch)
+        else:
+            self._forced(batch)
+
+    def _forced(self, batch: dict[str, int]) -> None:
+        """The log force of ``batch`` (pubend -> records) completed: publish them."""
+        if self.stopped:
+            return
+        for pe, n in batch.items():
+            self._forcing[pe] = max(0, self._forcing.get(pe, 0) - n)
+            pb = self.pubends.get(pe)
+            if pb is None or not pb.pending:
                 continue
-            f, d = pb.stable()
+            f, d = pb.stable(n)
             self.rt.log("g_logged", pubend=pe, ticks=[t for t, _ in d],
                         seqs=[int(m["seq"]) for _, m in d], keys=[_key(m) for _, m in d],
                         recovered=False)

@@ -22,13 +22,32 @@ def phb_of(pubend: str) -> str:
     return pubend.split("/", 1)[0]
 
 
+def pubend_ordinal(pubend: str) -> int:
+    """A pubend's position among its PHB's pubends, for round-robin over a link bundle.
+
+    Publishing clients are named ``<group>-<i>`` (the pubend ``<phb>/<group>-<i>``): the
+    ordinal is ``i`` plus an offset from the group name (sha256, so that several groups on
+    one PHB do not all start on the same link). A name without a numeric suffix hashes.
+    """
+    client = pubend.split("/", 1)[-1]
+    group, _, idx = client.rpartition("-")
+    if group and idx.isdigit():
+        return int(idx) + int.from_bytes(hashlib.sha256(group.encode()).digest()[:4], "big")
+    return int.from_bytes(hashlib.sha256(pubend.encode()).digest()[:4], "big")
+
+
 def bundle_pick(pubend: str, links: Iterable[str]) -> str | None:
-    """Hash a pubend id onto one of the available links (stable across processes)."""
+    """The link of a bundle (sorted) that carries ``pubend``'s traffic: round-robin over the
+    PHB's pubends (stable across processes and restarts).
+
+    Sec 3.1: "messages from about half the pubends hosted by p1 will flow to IB1 along
+    p1-b1, and half along p1-b2"; Sec 4.2: b1 and b2 were "each ... handling messages from 2
+    of the 4 pubends". (Hashing each pubend id, sha256 mod 2, sent 3 of Fig 3's 4 to b1.)
+    """
     ls = sorted(links)
     if not ls:
         return None
-    h = int.from_bytes(hashlib.sha256(pubend.encode()).digest()[:4], "big")
-    return ls[h % len(ls)]
+    return ls[pubend_ordinal(pubend) % len(ls)]
 
 
 class CellMap:

@@ -5,7 +5,8 @@ Group params (``clients.<g>.params``, in ``config["clients"]["extra"]``):
 ``topics_per_client`` (k, subscribers), ``shape`` (0.901 | 0.349, the popularity law
 of ``workload.py``). Protocol params (``params``): ``ens`` (reliable | unreliable),
 ``buffer``, ``ttl``, ``retry``, ``order`` (total | causal), ``ens_settle``,
-``diffuse`` (publish events on the ENS at all), ``log_notify``, ``warmup``.
+``diffuse`` (publish events on the ENS at all), ``log_notify``, ``warmup``, ``foreign_eps``
+(the subscription law's per-client probability of one foreign topic, ``workload.py``).
 
 The ENS is the pub/sub core's broker in topic mode: a client subscribes
 ``[topic,eq,T]`` at the broker it is attached to; each client process advertises
@@ -21,7 +22,7 @@ from typing import Any, Callable
 
 from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
 from testbed.nodes.ordering.placement import make_placement, rank_table
-from testbed.nodes.ordering.workload import Popularity, client_subscriptions, own_topics
+from testbed.nodes.ordering.workload import FOREIGN_EPS, Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.runtime.workload import PacedWorkload
@@ -130,7 +131,8 @@ class OrderingClientHost(Node):
         self.n_topics = int(tm["topics"])
         own = own_topics(tm, self.config.get("directory") or {}, self.config.get("site"))
         self.k = int(extra.get("topics_per_client", 10))
-        self.pop = Popularity(self.n_topics, float(extra.get("shape", 0.901)), own)
+        self.pop = Popularity(self.n_topics, float(extra.get("shape", 0.901)), own,
+                              float(params.get("foreign_eps", FOREIGN_EPS)))
         self.rate = float(g.get("rate_per_s") or 0.0) * count  # the group's total
         self.payload = b"\x00" * int(g.get("size_bytes") or 0)
         self.settle = float(params.get("ens_settle", 0.3))

@@ -452,6 +452,7 @@ class OrderingModule:
         # unreliable mode: timestamps of the last notified events, to tag late ones
         self._recent: deque[dict[int, int]] = deque(maxlen=late_window)
         self._bseq = 0
+        self._changes = 0  # bumped whenever sub_LC or the notified set changes (see on_ens_notify)
         self.stats = {"published": 0, "notified": 0, "ooo": 0, "dropped_old": 0, "retries": 0,
                       "forced": 0, "dummies": 0}
 
@@ -589,8 +590,14 @@ class OrderingModule:
         if topic in self._pending_sub:  # subscribing to T: buffer until COMPLETED_SUB_VC
             self._pending_sub[topic].append(({**ev, "_at": self.env.now()}, ts))
             return
+        before = self._changes
         self._on_notify(ev, ts)
-        self._drain()
+        if self._changes != before:
+            # After every drain no buffered event is ready; one that was only buffered
+            # changed nothing another one waits for, so the scan is skipped (the subscription
+            # phase of many co-subscribers buffers thousands of dummies: a scan per
+            # notification was quadratic, issue #12).
+            self._drain()
 
     def _on_notify(self, ev: dict[str, Any], ts: dict[int, int]) -> None:
         topic = ev["T"]
@@ -635,12 +642,14 @@ class OrderingModule:
     def _apply_dummy(self, ts: dict[int, int], topic: int) -> None:
         if topic in self.sub_lc and ts[topic] > self.sub_lc[topic]:
             self.sub_lc[topic] = ts[topic]
+            self._changes += 1
 
     def _merge(self, ts: dict[int, int]) -> None:  # updateSubLC over the common entries
         lc = self.sub_lc
         for t, sn in ts.items():
             if t in lc and sn > lc[t]:
                 lc[t] = sn
+                self._changes += 1
 
     def _late(self, ts: dict[int, int]) -> bool:
         """Sec 4: an event is late when one already notified has a larger timestamp (Def. 4)."""
@@ -651,6 +660,7 @@ class OrderingModule:
             out_of_order = self._late(ts)
             self._recent.append(ts)
         self._seen.add(ev["eid"])
+        self._changes += 1
         self.stats["notified"] += 1
         if out_of_order:
             self.stats["ooo"] += 1

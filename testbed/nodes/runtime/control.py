@@ -107,10 +107,24 @@ class ControlOps:
         return {"down": rt.egress.down.snapshot()}
 
     def cut(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._hold(_peers_arg(args), "cut", True)
+        """``close: true`` also closes the connection to each peer (seen lost at once by both
+        ends, ``on_peer_down``) and keeps it closed until the heal; without it a cut is silent
+        (frames dropped at egress, the connection stays up)."""
+        close = args.get("close", False)
+        if not isinstance(close, bool):
+            raise OpError("'close' must be true or false")
+        peers = _peers_arg(args)
+        reply = self._hold(peers, "cut", True)
+        if close:
+            reply["closed"] = [p for p in peers if self.rt.transport.hold_closed(p)]
+        return reply
 
     def heal(self, args: dict[str, Any]) -> dict[str, Any]:
-        return self._hold(_peers_arg(args), "cut", False)
+        peers = _peers_arg(args)
+        reply = self._hold(peers, "cut", False)
+        for p in peers:
+            self.rt.transport.release(p)
+        return reply
 
     def partition(self, args: dict[str, Any]) -> dict[str, Any]:
         pid = args.get("id")

@@ -36,6 +36,7 @@ from testbed.nodes.runtime.framing import MAX_FRAME, FrameDecoder, FrameError, F
 BACKOFF_START_S = 0.05
 BACKOFF_CAP_S = 1.0
 HELLO_TIMEOUT_S = 5.0
+HOLD_POLL_S = 0.05  # how often a held-closed connection checks whether it may reconnect
 QUEUE_LIMIT = 100_000
 HANDSHAKE_MAX_FRAME = 4096  # until a peer has proved the run secret, frames are small
 
@@ -127,6 +128,9 @@ class Outbound:
         delay = BACKOFF_START_S
         loop = self.tr.loop
         while self.state != "closed":
+            if self.peer in self.tr.held:  # closed by a fault (cut with close): no reconnect
+                await asyncio.sleep(HOLD_POLL_S)
+                continue
             try:
                 transport, proto = await loop.create_connection(
                     lambda: _OutProtocol(self), self.addr[0], self.addr[1])
@@ -337,6 +341,7 @@ class Transport:
         self.queue_limit = queue_limit
         self.counters = Counters()
         self.out: dict[str, Outbound] = {}
+        self.held: set[str] = set()  # peers whose connection a fault holds closed
         self.inbound: set[_InProtocol] = set()
         self.server: asyncio.AbstractServer | None = None
 
@@ -378,6 +383,21 @@ class Transport:
 
     def connected(self) -> list[str]:
         return sorted(p for p, ob in self.out.items() if ob.state == "up")
+
+    def hold_closed(self, peer: str) -> bool:
+        """Close the connection to ``peer`` and do not reconnect until :meth:`release`
+        (a fault ``{cut: [a, b], close: true}``: both ends see the connection lost at once,
+        ``on_peer_down``). True if a live connection was closed."""
+        self.held.add(peer)
+        ob = self.out.get(peer)
+        if ob is None or ob.state != "up" or ob.transport is None:
+            return False
+        ob.transport.abort()  # connection_lost -> Outbound._lost -> on_peer_down
+        return True
+
+    def release(self, peer: str) -> None:
+        """Let the connection to ``peer`` come back (the reconnect loop picks it up)."""
+        self.held.discard(peer)
 
     def inbound_from(self) -> list[str]:
         return sorted({p.src for p in self.inbound if p.src})

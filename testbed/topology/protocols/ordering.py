@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
+from testbed.nodes.ordering.workload import FOREIGN_EPS
 from testbed.topology.schema import Name, StrictModel
 from testbed.topology.units import Time
 
@@ -30,6 +31,10 @@ class Params(StrictModel):
     between them until acknowledged, so a TM server survives crash + restart (with ``retry``).
     ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
     this long (the liveness check reads it).
+    ``foreign_eps``: with shape 0.901, each client's subscription holds, with this probability
+    (independent of ``topics_per_client``), one topic of another site instead of one of its own
+    site's. Default 0.05 from Sec 5.2: "just a small percentage of the clients of a geographic
+    region subscribe to topics that are outside their region" (testbed/nodes/ordering/workload.py).
     """
 
     ens: Literal["reliable", "unreliable"] = "reliable"
@@ -44,6 +49,7 @@ class Params(StrictModel):
     stuck_after: Time = 0.5
     tm_recovery: StrictBool = False
     pipeline: StrictBool = True
+    foreign_eps: float = Field(default=FOREIGN_EPS, ge=0.0, le=1.0)
 
 
 class TopicManagers(StrictModel):

@@ -50,3 +50,18 @@ def test_link_state_restores_a_restarted_node():
 def test_timeline_entry_starts_pending():
     e = timeline_entry(Action(at_s=8, op="stall", fault=0, target=("b1",), window=(8, 10.5), source="{...}"))
     assert e["status"] == "pending" and e["planned_s"] == 8 and e["actual_s"] is None and e["window"] == [8, 10.5]
+
+
+def test_cut_with_close_closes_at_both_ends_and_is_restored_closed():
+    a = Action(at_s=7.5, op="cut", fault=1, target=("b1", "s1"), close=True)
+    assert link_calls(a) == [("b1", "cut", {"peers": ["s1"], "close": True}),
+                             ("s1", "cut", {"peers": ["b1"], "close": True})]
+    heal = Action(at_s=12.5, op="heal", fault=1, target=("b1", "s1"), close=True)
+    assert link_calls(heal) == [("b1", "heal", {"peers": ["s1"]}), ("s1", "heal", {"peers": ["b1"]})]
+    st = LinkState()
+    st.apply(Action(at_s=1, op="cut", fault=0, target=("b1", "p1")))
+    st.apply(a)
+    assert st.restore_calls("b1") == [("cut", {"peers": ["p1"]}), ("cut", {"peers": ["s1"], "close": True})]
+    st.apply(heal)
+    assert st.restore_calls("s1") == []
+    assert Action.from_dict(a.to_dict()) == a

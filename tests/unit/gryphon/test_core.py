@@ -193,8 +193,12 @@ def test_cells_tree_and_bundles():
     assert cm.links_to("b1", "s2") == ["s2"] and cm.links_to("b2", "s2") == []
     assert cm.links_to("s2", "ib1") == ["b1"]
     assert cm.cell_peers("b1") == ["b2"]
-    picks = {bundle_pick(f"p1/pubs-{i}", ["b1", "b2"]) for i in range(8)}
-    assert picks == {"b1", "b2"}  # hashing spreads pubends over the bundle
+    picks = [bundle_pick(f"p1/pubs-{i}", ["b1", "b2"]) for i in range(4)]
+    assert picks.count("b1") == picks.count("b2") == 2  # Sec 4.2: "2 of the 4 pubends" each
+    assert picks[0] != picks[1] and picks[0] == picks[2]  # round-robin over the pubends
+    three = [bundle_pick(f"p1/pubs-{i}", ["x", "y", "z"]) for i in range(6)]
+    assert sorted(three) == ["x", "x", "y", "y", "z", "z"]
+    assert bundle_pick("p1/pubs-1", ["b1"]) == "b1" and bundle_pick("p1/pubs-1", []) is None
     assert bundle_pick("p1/a", ["b2", "b1"]) == bundle_pick("p1/a", ["b1", "b2"])
 
 

@@ -195,3 +195,19 @@ def test_describe_groups_links_and_lists_faults(plan):
     assert any("crash" in ln and "r1" in ln and "{at: 10.5s, crash: r1}" in ln for ln in lines)
     assert any(ln.strip().startswith("22s  partition") and "a1,a2,pubs,o1 | r1,subs" in ln for ln in lines)
     assert "pubs" in text and "x4" in text
+
+
+def test_cut_with_close_carries_the_flag_and_close_is_cut_only(tmp_path):
+    from testbed.errors import TopologyError
+    from testbed.topology.loader import plans
+
+    base = TOPO.split("faults:")[0] if "faults:" in TOPO else TOPO
+    f = tmp_path / "t.yaml"
+    f.write_text(base + "faults:\n  - {at: 5s, cut: [a1, r1], for: 2s}\n"
+                 "  - {at: 7s, cut: [a1, r1], close: true, for: 3s}\n")
+    (plan,) = plans(f)
+    got = [(a.at_s, a.op, a.close) for a in plan.actions]
+    assert got == [(5.0, "cut", False), (7.0, "heal", False), (7.0, "cut", True), (10.0, "heal", False)]
+    f.write_text(base + "faults:\n  - {at: 5s, stall: a1, close: true, for: 2s}\n")
+    with pytest.raises(TopologyError, match="close"):
+        plans(f)
