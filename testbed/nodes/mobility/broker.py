@@ -436,6 +436,9 @@ class MobilityBroker(Broker):
         c.pause, c.group = float(st.get("pause", 10.0)), st.get("group", "")
         c.filter = st.get("filter", c.filter)
         c.nsub = int(st.get("nsub", c.nsub))
+        # the copy starts with the merge: its first deliveries are the payload, then its own queue
+        c.state = "started"
+        self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
         delivered = set(msg.get("delivered") or ())
         payload = msg.get("payload") or []
         for q in payload:
@@ -453,8 +456,6 @@ class MobilityBroker(Broker):
         self.mcount["merged"] += 1
         self.mcount["skipped"] += skipped
         c.queue = []
-        c.state = "started"
-        self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
         self._along({"k": "mdone", "mid": mid, "path": path}, False)
         self._schedule_next(c)
 

@@ -22,7 +22,7 @@ DURATION = 6.0
 
 
 def history(movement: str):
-    groups = publishers(["b1", "b4", "b7"], rate=50.0)
+    groups = publishers(["b1", "b4", "b7"], rate=100.0)
     groups["stay"] = {"role": "subscriber", "count": 2, "attach": ["b2", "b6"], "filter": "[w,eq,'cov']"}
     cfgs = configs(CHAIN, MOBILE, groups, movement=movement)
     sim = run(cfgs, duration=DURATION, after=AFTER)
