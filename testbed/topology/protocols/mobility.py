@@ -31,7 +31,7 @@ without routes it moves to a random other broker); ``pause`` between moves; ``fi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
@@ -63,7 +63,7 @@ class MobileGroup(StrictModel):
     routes: list[list[Name]] | None = None
     pause: Time = 10.0
     first_move: Time | None = None
-    moving: Literal["all"] | StrictInt | Moving = "all"
+    moving: Any = "all"  # "all" | N | {templates: [k, ...]} (checked below, one error each)
     seed: StrictInt = 0
 
     @field_validator("start")
@@ -91,9 +91,11 @@ class MobileGroup(StrictModel):
     @field_validator("moving")
     @classmethod
     def _moving(cls, v):
-        if isinstance(v, int) and v < 0:
-            raise ValueError("moving is 'all', a number of clients >= 0, or {templates: [...]}")
-        return v
+        if v == "all" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        if isinstance(v, dict) and set(v) == {"templates"}:
+            return Moving.model_validate(v).model_dump()
+        raise ValueError("moving is 'all', a number of clients >= 0, or {templates: [k, ...]}")
 
     @model_validator(mode="after")
     def _by(self) -> "MobileGroup":
