@@ -86,8 +86,11 @@ def assign(group: dict[str, Any], brokers: list[str]) -> list[dict[str, Any]]:
     out = []
     for i in range(count):
         w = rng.choice(("covered", "chained", "tree", "distinct")) if wl == "random" else wl
-        if group.get("assign", "random") == "round-robin":
+        how = group.get("assign", "random")
+        if how == "round-robin":
             k = i % TEMPLATES + 1
+        elif how == "single-root":  # Fig 11: client 0 holds template 1, the rest 2..10 round-robin
+            k = 1 if i == 0 else (i - 1) % (TEMPLATES - 1) + 2
         else:
             k = rng.randrange(TEMPLATES) + 1
         if starts == "random":

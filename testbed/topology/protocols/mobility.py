@@ -20,7 +20,8 @@ declared under ``params.mobile``. Stationary publishers (and subscribers) are or
 
 A mobile group (``params.mobile.<name>``): ``count``; ``workload`` covered | chained | tree |
 distinct | random (the filters of ``testbed/nodes/mobility/workloads.py``); ``assign`` random |
-round-robin (template per client); ``start`` a list of brokers or ``random``; ``start_by``
+round-robin | single-root (template per client; single-root: client 0 holds template 1, the
+others 2..10 round-robin, as Fig 11); ``start`` a list of brokers or ``random``; ``start_by``
 client (client i starts at ``start[i % len]``) | template (template k at ``start[(k-1) % len]``:
 odd templates at the first broker, even at the second, as Fig 8); ``routes`` a list of broker
 pairs (a client moves back and forth between the ends of the route holding its start broker;
@@ -57,7 +58,7 @@ class Moving(StrictModel):
 class MobileGroup(StrictModel):
     count: StrictInt = Field(ge=1)
     workload: Literal[WORKLOADS] = "random"  # type: ignore[valid-type]
-    assign: Literal["random", "round-robin"] = "random"
+    assign: Literal["random", "round-robin", "single-root"] = "random"
     start: list[Name] | Literal["random"] = "random"
     start_by: Literal["client", "template"] = "client"
     routes: list[list[Name]] | None = None

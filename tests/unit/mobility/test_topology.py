@@ -73,12 +73,17 @@ def test_bad_keys_are_located_errors(tmp_path, params, message):
     assert line in ("12", "13", "14") and int(col) >= 1  # at params or the offending key or value
 
 
-@pytest.mark.parametrize("name", ["smoke.yaml", "fig08-quick.yaml"])
+@pytest.mark.parametrize("name, runs", [("smoke.yaml", 1), ("fig08-quick.yaml", 1), ("fig09-quick.yaml", 4),
+                                        ("fig10-quick.yaml", 4), ("fig11-quick.yaml", 1), ("fig14-quick.yaml", 1)])
 @pytest.mark.parametrize("movement", ["reconfiguration", "covering"])
-def test_shipped_topologies_validate(name, movement):
-    [plan] = plans(str(ROOT / "topologies" / "mobility" / name), {"movement": movement}, None)
-    assert plan.protocol == "mobility" and plan.params["movement"] == movement
-    assert plan.params["mobile"]
+def test_shipped_topologies_validate(name, runs, movement):
+    ps = plans(str(ROOT / "topologies" / "mobility" / name), {"movement": movement}, None)
+    assert len(ps) == runs
+    for plan in ps:
+        assert plan.protocol == "mobility" and plan.params["movement"] == movement
+        assert plan.params["mobile"]
+    if name == "fig14-quick.yaml":
+        assert ps[0].links["b1->b3"].delay_ms == 50.0
 
 
 def test_fig8_tree_paths_are_six_links():
@@ -109,3 +114,12 @@ def test_assignment_is_deterministic_and_follows_start_by():
         assert c["route"] == (["b1", "b13"] if c["start"] == "b1" else ["b2", "b14"])
         assert c["moves"] == (c["template"] == 1)
         assert 0 <= c["offset"] < 10.0
+
+
+def test_single_root_gives_template_1_to_client_0_only():
+    g = {"name": "m", "count": 30, "workload": "covered", "assign": "single-root", "start": ["b1", "b2"],
+         "start_by": "template", "moving": {"templates": [1]}}
+    a = assign(g, ["b1", "b2"])
+    assert [c["client"] for c in a if c["template"] == 1] == ["m-0"]
+    assert [c["client"] for c in a if c["moves"]] == ["m-0"] and a[0]["start"] == "b1"
+    assert {c["template"] for c in a[1:]} == set(range(2, 11))
