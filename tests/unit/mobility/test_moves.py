@@ -149,3 +149,30 @@ def test_control_move_and_skips(movement):
     assert e["outcome"] == "commit" and e["dst"] == "b7" and e["path_len"] == 3
     assert len(sim.events("move_skipped")) == 2
     assert final_copies(sim)["m-0"] == ["b7"]
+
+
+def test_the_merge_delivers_payload_then_queue_skipping_ids_the_source_delivered():
+    """With FIFO links the target's queue never holds what the source delivered (see above), so
+    the skip is exercised by planting such an id: the source 'delivered' q1 since the move began,
+    the target queued q1 and q2; the merge delivers q2 only, right after the copy starts."""
+    from .harness import Sim
+    cfgs = configs(CHAIN, {"m": dict(MOBILE["m"], count=1, start=["b1"], moving=0)}, publishers(["b4"], 1.0))
+    sim = Sim(cfgs, delay_ms=1.0)
+    sim.start()
+    sim.run_for(0.5)
+    sim.start_workload(0.0, 2.0)
+    assert sim.nodes["b1"].on_control("move", {"client": "m-0", "to": "b6"})["ok"]
+    sim.run_for(0.006)  # (1) has reached b6 (5 hops), (2) is on its way back
+    tgt, src = sim.nodes["b6"].copies["m-0"], sim.nodes["b1"].copies["m-0"]
+    assert tgt.state == "queued" and src.state == "started"
+    q = lambda pid: (pid, "pubs-0", 1, 0, 3)  # noqa: E731
+    tgt.queue += [q("x:1"), q("x:2")]
+    src.tracking.add("x:1")
+    sim.run_for(0.1)
+    [m] = sim.events("move_merge")
+    assert (m["queued"], m["skipped"], m["payload"]) == (2, 1, 0)
+    got = [d["pub_id"] for d in sim.events("deliver", client="m-0")]
+    assert got == ["x:2"]
+    started = sim.events("client_state", client="m-0", copy="tgt", state="started")[0]
+    deliver = sim.events("deliver", client="m-0")[0]
+    assert started["m"] <= deliver["m"] and sim.logs.index(started) < sim.logs.index(deliver)
