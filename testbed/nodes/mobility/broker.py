@@ -32,6 +32,9 @@ move traffic); T sends ``cdone`` to S when its wave ended, and S ends the move w
 waves ended. Publications between the unsubscription and the new subscription are lost:
 that is the protocol (no transactional guarantee).
 
+A crash takes the broker's clients with it; a restarted broker (its ``state_dir`` counts
+incarnations) hosts no clients and re-learns its routing state from its neighbours.
+
 Control ops: ``move {client, to}`` (MOVE now), ``reject {for}`` (refuse incoming moves for
 ``for`` seconds: exercises (3)), ``copies`` (the container).
 """
@@ -45,6 +48,7 @@ from typing import Any
 from testbed.nodes.mobility import events as _events  # noqa: F401  (registers the mobility events)
 from testbed.nodes.mobility.workloads import assign
 from testbed.nodes.pubsub.broker import Broker
+from testbed.nodes.pubsub.clients import _next_incarnation
 from testbed.nodes.pubsub.filters import FilterError, parse_cached
 from testbed.nodes.pubsub.routing import Out
 
@@ -127,7 +131,10 @@ class MobilityBroker(Broker):
                                      "merged", "skipped", "local_unmatched"), 0)
         self._running = False
         self._end_mono = 0
-        for gname, g in (p.get("mobile") or {}).items():
+        # a restarted broker starts empty: its clients died with it (section 4.1) and the ones that
+        # started here may live elsewhere now, so only the first incarnation creates them
+        self.incarnation = _next_incarnation(self.config.get("state_dir"))
+        for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
             for c in assign(spec, sorted(self.brokers, key=_broker_key)):
                 if c["start"] != self.name:
