@@ -33,9 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("validate", help="check a topology file and print the resolved plan")
     topo(sp)
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
-    sp = sub.add_parser("predict", help="ordering: expected forwarding share per TM server and chain latency "
-                                        "of every plan of a topology, from the plan alone (no nodes run)")
-    sp.add_argument("file", help="topology YAML file (protocol ordering)")
+    sp = sub.add_parser("predict", help="what every plan of a topology predicts, from the plan alone (no nodes "
+                                        "run), for protocols with a predictor (ordering: forwarding share per "
+                                        "TM server and chain latency)")
+    sp.add_argument("file", help="topology YAML file")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
     sp.add_argument("--json", action="store_true", help="one JSON object per plan, one per line")
     sp = sub.add_parser("graph", help="draw a topology with Graphviz: sites, nodes, clients, links; --at: "
@@ -146,14 +147,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "predict":
         import json
 
-        from testbed.analysis.ordering.predict import format_prediction, predict
+        from testbed import protocols
         from testbed.errors import UsageError
 
         for plan in api.plans(args.file, api.parse_set(args.set)):
-            if plan.protocol != "ordering":
-                raise UsageError(f"{args.file}: predict covers the ordering protocol, not {plan.protocol}")
-            p = predict(plan)
-            ui.plain(json.dumps(p, sort_keys=True) if args.json else format_prediction(p))
+            mod = protocols.get(plan.protocol).predictor()
+            if mod is None:
+                have = [p.name for p in protocols.registry() if p.predictor() is not None]
+                raise UsageError(f"{args.file}: protocol {plan.protocol} has no predictor "
+                                 f"(analysis/<protocol>/predict.py; have: {', '.join(have) or 'none'})")
+            p = mod.predict(plan)
+            ui.plain(json.dumps(p, sort_keys=True) if args.json else mod.format_prediction(p))
         return 0
     if args.cmd == "graph":
         if args.output == "-":

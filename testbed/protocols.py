@@ -127,6 +127,11 @@ class Protocol:
         mod = self._optional(f"{self.analysis}.figures") if self.analysis else None
         return list(getattr(mod, "FIGURES", []) or [])
 
+    def predictor(self) -> ModuleType | None:
+        """``<analysis>.predict`` (optional): ``predict(plan) -> dict`` and ``format_prediction(d)``,
+        what a plan alone says about a run, without running nodes (``testbed predict``)."""
+        return self._optional(f"{self.analysis}.predict") if self.analysis else None
+
     def experiments_module(self) -> ModuleType | None:
         return self._optional(self.experiments) if self.experiments else None
 

@@ -28,9 +28,9 @@ NODE_CLASSES = {
 
 _EXPORTS = {
     "Broker": "broker", "ClientHost": "clients", "parse_generator": "clients",
-    "advertisement_for": "clients",
+    "advertisement_for": "clients", "next_incarnation": "clients",
     "RoutingTable": "routing", "Out": "routing", "Entry": "routing", "MatchIndex": "routing",
-    "COVERING_MODES": "routing",
+    "COVERING_MODES": "routing", "Tentative": "routing", "Change": "routing",
     **{n: "filters" for n in ("Filter", "Pred", "FilterError", "parse", "parse_cached", "make", "topic",
                               "matches", "intersects", "covers", "value_type", "OPS", "CANON_OP")},
 }

@@ -125,7 +125,7 @@ def make_attr_source(gens: dict[str, tuple[str, list[Any]]], rng: Any) -> Callab
 SEQ_STRIDE = 10**9
 
 
-def _next_incarnation(state_dir: str | None) -> int:
+def next_incarnation(state_dir: str | None) -> int:
     """0 on the first start, then 1, 2, ... (counted in ``state_dir/incarnation``, fsync'd)."""
     if not state_dir:
         return 0
@@ -170,7 +170,7 @@ class ClientHost(Node):
         self.subs: dict[str, dict[str, str]] = {c: {} for c in self.clients}  # client -> sub_id -> text
         self._nsub = dict.fromkeys(self.clients, 0)
         self._born_ns = self.rt.wall_ns()
-        self.incarnation = _next_incarnation(self.config.get("state_dir"))
+        self.incarnation = next_incarnation(self.config.get("state_dir"))
         self.seq = dict.fromkeys(self.clients, self.incarnation * SEQ_STRIDE)
         self._seen_up: set[str] = set()
         self.published = 0

@@ -48,6 +48,27 @@ this table has forwarded to H and not yet withdrawn:
   publication traffic on H until the retired cover goes. Deliveries are never
   lost: H always holds a subscription covering every wanted one.
 
+* ``retract`` (transactional mobility, Hu et al. section 5): like ``active``, and in
+  addition forwarding S to H unsubscribes (*retracts*) every subscription already in
+  ``sent[H]`` that S covers (they stay wanted, now quenched by S). Withdrawing S then
+  forwards them again first (as ``active``). So a covering root that moves induces
+  unsubscriptions of the non-roots when it arrives and subscriptions when it leaves:
+  the paper's pathological case. No delivery is lost (FIFO: the cover travels before
+  the retraction; the uncovered travel before the unsubscription).
+
+Tentative entries (the mobility reconfiguration protocol; covering ``off`` only):
+:meth:`RoutingTable.prepare_sub` adds a second, tentative hop for a subscription
+(publications then go to both the old and the new hop), :meth:`commit_sub` makes the
+new hop the entry's hop and updates ``wanted``/``sent`` *silently* (the neighbours on
+the move's path commit too, so no message is needed), :meth:`abort_sub` drops the
+tentative hop. ``prepare_adv``/``commit_adv``/``abort_adv`` do the same for an
+advertisement's SRT entry (the subscriptions its new direction attracts are
+returned as ``sub`` messages at commit). None of these send anything on their own
+but what they return. Every change made by these methods, and every forward or
+retraction while :attr:`RoutingTable.cause` is set, is appended to
+:attr:`RoutingTable.changes` as a :class:`Change` tagged with the cause (a move id)
+when ``changes`` is a list (``None``, the default, records nothing).
+
 Re-sync (:meth:`RoutingTable.resync`): what a neighbour needs after its
 connection comes back (it may have restarted empty): every advertisement not
 learned from it, then every subscription in ``sent[peer]``. A peer that did not
@@ -62,7 +83,7 @@ from typing import Any, Iterable, Mapping
 
 from testbed.nodes.pubsub.filters import Filter, Pred, covers, intersects, value_type
 
-COVERING_MODES = ("off", "lazy", "active")
+COVERING_MODES = ("off", "lazy", "active", "retract")
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,29 @@ class Entry:
     id: str
     filter: Filter
     hop: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One routing change with its cause: ``op`` in prepare | commit | abort | fwd | retract;
+    ``table`` prt | srt | sent; ``hop`` the hop concerned (the new hop, or the neighbour)."""
+
+    cause: str | None
+    op: str
+    table: str
+    id: str
+    hop: str
+
+
+@dataclass
+class Tentative:
+    """A tentative hop of entry ``id`` for move ``mid`` (``old`` = the hop before, if any)."""
+
+    mid: str
+    id: str
+    filter: Filter
+    hop: str
+    old: str | None
 
 
 # ---------------------------------------------------------------------------- matching
@@ -211,6 +255,10 @@ class RoutingTable:
         self.wanted: dict[str, dict[str, None]] = {h: {} for h in self.neighbors}
         self.sent: dict[str, dict[str, Filter]] = {h: {} for h in self.neighbors}
         self.index = MatchIndex()
+        self.tentative: dict[tuple[str, str], Tentative] = {}  # (mid, sub id) -> tentative PRT hop
+        self.tentative_adv: dict[tuple[str, str], Tentative] = {}  # (mid, adv id) -> tentative SRT hop
+        self.cause: str | None = None  # tag of the changes being made (a move id)
+        self.changes: list[Change] | None = None  # when a list: every tagged change is appended
 
     def clone(self) -> "RoutingTable":
         """A deep, independent copy: changing either table afterwards never changes the other.
@@ -228,6 +276,9 @@ class RoutingTable:
         t.index = MatchIndex()
         for e in t.prt.values():
             t.index.add(e.id, e.filter, e.hop)
+        t.tentative = {k: copy.copy(v) for k, v in self.tentative.items()}
+        t.tentative_adv = {k: copy.copy(v) for k, v in self.tentative_adv.items()}
+        t.changes = list(self.changes) if self.changes is not None else None  # Change is frozen
         return t
 
     # -- queries ----------------------------------------------------------------
@@ -344,6 +395,10 @@ class RoutingTable:
                     return
         sent[e.id] = e.filter
         out.append(Out(n, "sub", e.id, e.filter))
+        if self.changes is not None and self.cause is not None:
+            self.changes.append(Change(self.cause, "fwd", "sent", e.id, n))
+        if self.covering == "retract":
+            self._retract_covered(n, out)
 
     def _reconcile(self, n: str, out: list[Out]) -> None:
         """Recompute sent[n] after something left wanted(n); subs first, then unsubs."""
@@ -373,7 +428,177 @@ class RoutingTable:
         for sid in new:
             sent[sid] = live[sid]
             out.append(Out(n, "sub", sid, live[sid]))
+            if self.changes is not None and self.cause is not None:
+                self.changes.append(Change(self.cause, "fwd", "sent", sid, n))
         for sid in retired:
             if sid not in keep_retired:
                 del sent[sid]
                 out.append(Out(n, "unsub", sid))
+                if self.changes is not None and self.cause is not None:
+                    self.changes.append(Change(self.cause, "retract", "sent", sid, n))
+        if self.covering == "retract" and new:
+            self._retract_covered(n, out)
+
+    # -- retract covering ---------------------------------------------------------
+    def _retract_covered(self, n: str, out: list[Out]) -> None:
+        """``retract`` mode: unsubscribe at n every forwarded subscription another forwarded one
+        covers (of two equal filters the earlier-arrived stays). Runs after the forwards."""
+        sent = self.sent[n]
+        if len(sent) < 2:
+            return
+        order = {sid: i for i, sid in enumerate(self.prt)}
+        items = list(sent.items())
+        drop = []
+        for sid, f in items:
+            for oid, g in items:
+                if oid == sid or oid in drop or not covers(g, f):
+                    continue
+                if covers(f, g) and order.get(oid, -1) > order.get(sid, -1):
+                    continue  # equal filters: the earlier one stays
+                drop.append(sid)
+                break
+        for sid in drop:
+            del sent[sid]
+            out.append(Out(n, "unsub", sid))
+            if self.changes is not None and self.cause is not None:
+                self.changes.append(Change(self.cause, "retract", "sent", sid, n))
+
+    # -- tentative entries (mobility reconfiguration) ------------------------------
+    def _record(self, mid: str, op: str, table: str, id: str, hop: str) -> None:
+        if self.changes is not None:
+            self.changes.append(Change(mid, op, table, id, hop))
+
+    @staticmethod
+    def _tkey(id: str, mid: str) -> str:
+        return f"{id}\x00{mid}"
+
+    def _need_off(self) -> None:
+        if self.covering != "off":
+            raise ValueError("tentative entries need covering 'off' (the reconfiguration protocol)")
+
+    def prepare_sub(self, mid: str, sub_id: str, f: Filter, new_hop: str) -> list[Out]:
+        """PREPARE: publications matching ``f`` also go to ``new_hop`` until commit or abort."""
+        self._need_off()
+        key = (mid, sub_id)
+        if key in self.tentative:
+            return []
+        old = self.prt.get(sub_id)
+        self.tentative[key] = Tentative(mid, sub_id, f, new_hop, old.hop if old else None)
+        if old is None or old.hop != new_hop:
+            self.index.add(self._tkey(sub_id, mid), f, new_hop)
+        self._record(mid, "prepare", "prt", sub_id, new_hop)
+        return []
+
+    def commit_sub(self, mid: str, sub_id: str, pre: str | None) -> list[Out]:
+        """COMMIT: the entry's hop becomes the tentative hop; ``pre`` (the path neighbour toward the
+        source, None at the source) now holds the entry toward us, so it joins ``sent[pre]`` silently;
+        the new hop leaves wanted/sent silently. No messages. Unknown (mid, id): nothing."""
+        self._need_off()
+        t = self.tentative.pop((mid, sub_id), None)
+        if t is None:
+            return []
+        self.index.remove(self._tkey(sub_id, mid))
+        e = self.prt.get(sub_id)
+        if e is None:
+            e = Entry(sub_id, t.filter, t.hop)
+            self.prt[sub_id] = e
+        else:
+            e.hop, e.filter = t.hop, t.filter
+        self.index.add(sub_id, e.filter, e.hop)
+        for n in self.neighbors:
+            w, s = self.wanted[n], self.sent[n]
+            if n == e.hop:
+                w.pop(sub_id, None)
+                s.pop(sub_id, None)
+            else:
+                if self._wanted_at(e, n):
+                    w[sub_id] = None
+                else:
+                    w.pop(sub_id, None)
+                if n == pre:
+                    s[sub_id] = e.filter
+        self._record(mid, "commit", "prt", sub_id, e.hop)
+        return []
+
+    def abort_sub(self, mid: str, sub_id: str) -> list[Out]:
+        """ABORT: drop the tentative hop (the entry keeps its old hop). Unknown (mid, id): nothing."""
+        t = self.tentative.pop((mid, sub_id), None)
+        if t is None:
+            return []
+        self.index.remove(self._tkey(sub_id, mid))
+        self._record(mid, "abort", "prt", sub_id, t.hop)
+        return []
+
+    def remove_local_sub(self, sub_id: str, hop: str) -> None:
+        """Forget a subscription whose hop is a local endpoint without telling anyone (a moved copy's
+        leftover after its path committed elsewhere, or a crash cleanup)."""
+        e = self.prt.get(sub_id)
+        if e is None or e.hop != hop:
+            return
+        del self.prt[sub_id]
+        self.index.remove(sub_id)
+        for n in self.neighbors:
+            self.wanted[n].pop(sub_id, None)
+            self.sent[n].pop(sub_id, None)
+
+    def prepare_adv(self, mid: str, adv_id: str, f: Filter, new_hop: str) -> list[Out]:
+        """PREPARE of a moving publisher's advertisement: remember the new direction (no messages)."""
+        self._need_off()
+        key = (mid, adv_id)
+        if key in self.tentative_adv:
+            return []
+        old = self.srt.get(adv_id)
+        self.tentative_adv[key] = Tentative(mid, adv_id, f, new_hop, old.hop if old else None)
+        self._record(mid, "prepare", "srt", adv_id, new_hop)
+        return []
+
+    def commit_adv(self, mid: str, adv_id: str, pre: str | None) -> list[Out]:
+        """COMMIT (section 4.4): SRT (adv, pre) becomes (adv, suc). Subscriptions intersecting adv
+        whose last hop is not suc are forwarded to suc if not already sent there (cases 1 and 3);
+        those from suc stay only if another advertisement still wants them toward its hop
+        (case 2: wanted/sent toward the old hop are reconciled). Returns the sub/unsub messages."""
+        self._need_off()
+        t = self.tentative_adv.pop((mid, adv_id), None)
+        if t is None:
+            return []
+        out: list[Out] = []
+        old = self.srt.get(adv_id)
+        if old is not None:
+            advs = self.advs_by_hop.get(old.hop, {})
+            advs.pop(adv_id, None)
+            if not advs:
+                self.advs_by_hop.pop(old.hop, None)
+        self.srt[adv_id] = Entry(adv_id, t.filter, t.hop)
+        self.advs_by_hop.setdefault(t.hop, {})[adv_id] = t.filter
+        if old is not None and old.hop in self._nset and old.hop == pre:
+            # pre now holds the adv toward us: it need not be re-flooded, but subs wanted there
+            # only because of adv are no longer wanted (they would flow back toward the old place)
+            wanted = self.wanted[pre]
+            for sid in list(wanted):
+                if not self._wanted_at(self.prt[sid], pre):
+                    del wanted[sid]
+            self._reconcile(pre, out)
+        if t.hop in self._nset:
+            wanted = self.wanted[t.hop]
+            for e in self.prt.values():
+                if e.hop != t.hop and e.id not in wanted and intersects(e.filter, t.filter):
+                    wanted[e.id] = None
+                    self._offer(t.hop, e, out)
+        self._record(mid, "commit", "srt", adv_id, t.hop)
+        return out
+
+    def abort_adv(self, mid: str, adv_id: str) -> list[Out]:
+        t = self.tentative_adv.pop((mid, adv_id), None)
+        if t is None:
+            return []
+        self._record(mid, "abort", "srt", adv_id, t.hop)
+        return []
+
+    def dump(self) -> dict[str, Any]:
+        """The tables as plain data (for the end-of-run ``rt_dump``): PRT/SRT entries, tentatives."""
+        return {
+            "prt": [[e.id, e.hop, e.filter.text] for e in self.prt.values()],
+            "srt": [[e.id, e.hop, e.filter.text] for e in self.srt.values()],
+            "tentative": [[t.mid, t.id, t.hop] for t in self.tentative.values()]
+            + [[t.mid, t.id, t.hop] for t in self.tentative_adv.values()],
+        }

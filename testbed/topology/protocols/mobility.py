@@ -1,26 +1,193 @@
-"""Topology rules of the ``mobility`` protocol (see protocols/__init__.py for the interface).
+"""Topology rules of the ``mobility`` protocol (Hu et al., transactional client mobility).
 
-Minimal and strict for now: every key the protocol engineer adds must be
-declared here (unknown keys are errors) and documented in docs/topology.md.
+Mobile clients live inside the broker processes (a broker crash takes them with it, section
+4.1 of the paper), so they are not ``clients:`` groups (each of which is a process): they are
+declared under ``params.mobile``. Stationary publishers (and subscribers) are ordinary
+``clients:`` groups with the pubsub keys (``testbed/topology/protocols/pubsub.py``).
+
+``params`` (times in seconds once validated; the brokers read the same keys,
+``testbed/nodes/mobility/broker.py``):
+
+``movement``      ``reconfiguration`` (the paper's transactional protocol) or ``covering``
+                  (the traditional unsubscribe / resubscribe movement)
+``covering``      routing-table covering: default ``off`` for reconfiguration (required) and
+                  ``retract`` for covering (``active``/``lazy``/``off`` also allowed there)
+``move_timeout``  the 3PC timeout: a source still waiting for (2) after it aborts the move
+``quiesce``       no move starts in the last ``quiesce`` of the run (so moves can finish)
+``settle``        wait after the nodes are up before the workload starts
+``tables_interval`` how often brokers log table sizes and per-move traffic
+``mobile``        mapping group name -> mobile client group (below)
+
+A mobile group (``params.mobile.<name>``): ``count``; ``workload`` covered | chained | tree |
+distinct | random (the filters of ``testbed/nodes/mobility/workloads.py``); ``assign`` random |
+round-robin | single-root (template per client; single-root: client 0 holds template 1, the
+others 2..10 round-robin, as Fig 11); ``start`` a list of brokers or ``random``; ``start_by``
+client (client i starts at ``start[i % len]``) | template (template k at ``start[(k-1) % len]``:
+odd templates at the first broker, even at the second, as Fig 8); ``routes`` a list of broker
+pairs (a client moves back and forth between the ends of the route holding its start broker;
+without routes it moves to a random other broker); ``pause`` between moves; ``first_move``
+(the first move is at a uniform offset in [0, first_move), default ``pause``); ``moving``
+``all`` | N (the first N clients) | ``{templates: [k, ...]}``; ``seed``.
 """
 
 from __future__ import annotations
 
-from testbed.topology.schema import StrictModel
+from typing import Any, Literal
+
+from pydantic import Field, StrictInt, field_validator, model_validator
+
+from testbed.nodes.mobility.workloads import TEMPLATES, WORKLOADS
+from testbed.topology.protocols.pubsub import ClientParams as _PubsubClientParams
+from testbed.topology.protocols.pubsub import check as _pubsub_check
+from testbed.topology.schema import Name, StrictModel
+from testbed.topology.units import Time
+
+
+class Moving(StrictModel):
+    templates: list[StrictInt] = Field(min_length=1)
+
+    @field_validator("templates")
+    @classmethod
+    def _range(cls, v: list[int]) -> list[int]:
+        for k in v:
+            if not 1 <= k <= TEMPLATES:
+                raise ValueError(f"template {k} is not in 1..{TEMPLATES}")
+        return v
+
+
+class MobileGroup(StrictModel):
+    count: StrictInt = Field(ge=1)
+    workload: Literal[WORKLOADS] = "random"  # type: ignore[valid-type]
+    assign: Literal["random", "round-robin", "single-root"] = "random"
+    start: list[Name] | Literal["random"] = "random"
+    start_by: Literal["client", "template"] = "client"
+    routes: list[list[Name]] | None = None
+    pause: Time = 10.0
+    first_move: Time | None = None
+    moving: Any = "all"  # "all" | N | {templates: [k, ...]} (checked below, one error each)
+    seed: StrictInt = 0
+
+    @field_validator("start")
+    @classmethod
+    def _start(cls, v):
+        if isinstance(v, list) and not v:
+            raise ValueError("start needs at least one broker (or 'random')")
+        return v
+
+    @field_validator("routes")
+    @classmethod
+    def _routes(cls, v):
+        for r in v or []:
+            if len(r) != 2 or r[0] == r[1]:
+                raise ValueError(f"a route is two different brokers, e.g. [b1, b13], not {r}")
+        return v
+
+    @field_validator("pause")
+    @classmethod
+    def _pause(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("pause must be > 0")
+        return v
+
+    @field_validator("moving")
+    @classmethod
+    def _moving(cls, v):
+        if v == "all" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        if isinstance(v, dict) and set(v) == {"templates"}:
+            return Moving.model_validate(v).model_dump()
+        raise ValueError("moving is 'all', a number of clients >= 0, or {templates: [k, ...]}")
+
+    @model_validator(mode="after")
+    def _by(self) -> "MobileGroup":
+        if self.start_by == "template" and self.start == "random":
+            raise ValueError("start_by: template needs a list of start brokers")
+        return self
 
 
 class Params(StrictModel):
     """Top-level ``params`` of a mobility topology."""
 
+    movement: Literal["reconfiguration", "covering"] = "reconfiguration"
+    covering: Literal["off", "active", "lazy", "retract"] | None = None
+    move_timeout: Time = 5.0
+    quiesce: Time = 3.0
+    settle: Time = 1.0
+    tables_interval: Time = 1.0
+    mobile: dict[Name, MobileGroup] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _covering(self) -> "Params":
+        if self.covering is None:
+            self.covering = "off" if self.movement == "reconfiguration" else "retract"
+        elif self.movement == "reconfiguration" and self.covering != "off":
+            raise ValueError("movement: reconfiguration needs covering: off (tentative entries are "
+                             "per subscription)")
+        if self.move_timeout <= 0:
+            raise ValueError("move_timeout must be > 0")
+        return self
+
 
 class Placement(StrictModel):
-    """``placement`` of a mobility topology."""
+    """``placement`` of a mobility topology (nothing to place)."""
 
 
-class ClientParams(StrictModel):
-    """A client group's ``params``."""
-
+ClientParams = _PubsubClientParams
 
 NODE_ROLES = {"broker"}
 CLIENT_ROLES = {"publisher", "subscriber"}
 ACYCLIC = "forest"
+
+
+def check(topology) -> list:
+    """Brokers named by mobile groups exist; names do not clash; the overlay is connected."""
+    problems = list(_pubsub_check(topology))
+    p = topology.params if hasattr(topology, "params") else {}
+    mobile = (p or {}).get("mobile") or {}
+    brokers = [n for n, v in topology.nodes.items() if v.role == "broker"]
+    bset = set(brokers)
+    for g, spec in mobile.items():
+        at = ("params", "mobile", g)
+        if g in topology.nodes or g in topology.clients:
+            problems.append(topology.problem(at, f"mobile group {g!r} has the name of a node or client group"))
+        start = spec.get("start", "random")
+        if isinstance(start, list):
+            for i, b in enumerate(start):
+                if b not in bset:
+                    problems.append(topology.problem(at + ("start", i), f"unknown broker {b!r}"))
+        routes = spec.get("routes") or []
+        for i, r in enumerate(routes):
+            for j, b in enumerate(r):
+                if b not in bset:
+                    problems.append(topology.problem(at + ("routes", i, j), f"unknown broker {b!r}"))
+        if routes and isinstance(start, list):
+            ends = {b for r in routes for b in r}
+            for i, b in enumerate(start):
+                if b in bset and b not in ends:
+                    problems.append(topology.problem(at + ("start", i),
+                                                     f"start broker {b!r} is on no route: clients "
+                                                     "starting there would not know where to move"))
+        if routes and start == "random":
+            problems.append(topology.problem(at + ("routes",), "routes need a list of start brokers "
+                                             "on them (start: [...])"))
+        if len(brokers) < 2 and spec.get("moving", "all") != 0:
+            problems.append(topology.problem(at, "moving clients need at least two brokers"))
+    # connected: a move needs a path between any two brokers
+    if brokers:
+        nb: dict[str, set[str]] = {b: set() for b in brokers}
+        for b in brokers:
+            for n in topology.nodes[b].neighbors:
+                if n in nb:
+                    nb[b].add(n)
+                    nb[n].add(b)
+        seen, stack = {brokers[0]}, [brokers[0]]
+        while stack:
+            for n in nb[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        for b in brokers:
+            if b not in seen:
+                problems.append(topology.problem(("nodes", b), f"broker {b!r} is not connected to "
+                                                 f"{brokers[0]!r}: moves need one connected tree"))
+    return problems

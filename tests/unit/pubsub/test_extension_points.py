@@ -78,6 +78,22 @@ def test_clone_is_equal_then_independent_both_ways():
     assert _state(c) == after_c and c.route({"x": 9}) == {"n2"}
 
 
+def test_clone_copies_tentative_entries_and_the_change_log():
+    t = RoutingTable(["n1", "n2"], "off")  # tentative entries are for covering off
+    t.advertise("a1", parse("[x,>=,0]"), "n1")
+    t.subscribe("s2", parse("[x,>,7]"), "n2")
+    t.changes = []
+    t.cause = "m1"
+    t.prepare_sub("m1", "s2", parse("[x,>,5]"), "n1")
+    c = t.clone()
+    assert set(c.tentative) == set(t.tentative) and c.changes == t.changes and c.cause == "m1"
+    c.abort_sub("m1", "s2")
+    assert ("m1", "s2") in t.tentative and ("m1", "s2") not in c.tentative
+    assert len(c.changes) > len(t.changes)  # the clone's log grew, the original's did not
+    t.commit_sub("m1", "s2", None)
+    assert t.prt["s2"].hop == "n1" and c.prt["s2"].hop == "n2"
+
+
 def test_clone_of_an_empty_table_and_outputs_match():
     t = _table()
     c = t.clone()

@@ -1,0 +1,125 @@
+"""Topology keys of the mobility protocol: strict, located errors; the shipped files validate;
+the workload templates have the covering structure of Fig 7."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import TopologyError
+from testbed.nodes.mobility.workloads import TEMPLATES, assign, covered_count, template
+from testbed.nodes.pubsub.filters import covers, parse
+from testbed.topology.loader import plans
+from testbed.topology.loader import load
+
+ROOT = Path(__file__).resolve().parents[3]
+BASE = """\
+version: 1
+name: t
+protocol: mobility
+duration: 20s
+sites: {lab: {}}
+nodes:
+  b1: {role: broker, site: lab}
+  b2: {role: broker, site: lab, neighbors: [b1]}
+  b3: {role: broker, site: lab, neighbors: [b2]}
+clients:
+  pubs: {role: publisher, count: 1, attach: b2, rate: 10/s, params: {attrs: {w: "choice(cov,tree)", x: "uniform(0,100)"}}}
+params:
+"""
+
+
+def errors(tmp_path: Path, params: str) -> list[str]:
+    p = tmp_path / "t.yaml"
+    p.write_text(BASE + params)
+    with pytest.raises(TopologyError) as ei:
+        load(p)
+    return [line.split(":", 1)[1] for line in str(ei.value).splitlines()]
+
+
+def ok(tmp_path: Path, params: str):
+    p = tmp_path / "t.yaml"
+    p.write_text(BASE + params)
+    return load(p)
+
+
+def test_defaults_and_derived_covering(tmp_path):
+    t = ok(tmp_path, "  mobile: {m: {count: 4, start: [b1, b3], routes: [[b1, b3]]}}\n")
+    p = t.protocol_params
+    assert p.movement == "reconfiguration" and p.covering == "off" and p.move_timeout == 5.0
+    assert p.mobile["m"].pause == 10.0 and p.mobile["m"].moving == "all"
+    t = ok(tmp_path, "  movement: covering\n")
+    assert t.protocol_params.covering == "retract"
+
+
+@pytest.mark.parametrize("params, message", [
+    ("  movement: teleport\n", "params.movement"),
+    ("  movement: reconfiguration\n  covering: retract\n", "covering: off"),
+    ("  mobile: {m: {count: 2, start: [b1, b9]}}\n", "unknown broker 'b9'"),
+    ("  mobile: {m: {count: 2, start: [b1], routes: [[b2, b3]]}}\n", "on no route"),
+    ("  mobile: {m: {count: 2, start: [b1], routes: [[b1, b1]]}}\n", "two different brokers"),
+    ("  mobile: {m: {count: 2, pause: 10}}\n", "bare number"),
+    ("  mobile: {m: {count: 2, wrkload: tree}}\n", "unknown key 'wrkload'"),
+    ("  mobile: {pubs: {count: 2}}\n", "name of a node or client group"),
+    ("  mobile: {m: {count: 2, moving: {templates: [11]}}}\n", "not in 1..10"),
+    ("  mobile: {m: {count: 2, start_by: template}}\n", "start_by: template"),
+])
+def test_bad_keys_are_located_errors(tmp_path, params, message):
+    errs = errors(tmp_path, params)
+    assert len(errs) == 1, errs
+    assert message in errs[0], errs
+    line, col = errs[0].split(":")[:2]
+    assert line in ("12", "13", "14") and int(col) >= 1  # at params or the offending key or value
+
+
+@pytest.mark.parametrize("name, runs", [("smoke.yaml", 1), ("fig08-quick.yaml", 1), ("fig09-quick.yaml", 4),
+                                        ("fig10-quick.yaml", 4), ("fig11-quick.yaml", 1), ("fig14-quick.yaml", 1)])
+@pytest.mark.parametrize("movement", ["reconfiguration", "covering"])
+def test_shipped_topologies_validate(name, runs, movement):
+    ps = plans(str(ROOT / "topologies" / "mobility" / name), {"movement": movement}, None)
+    assert len(ps) == runs
+    for plan in ps:
+        assert plan.protocol == "mobility" and plan.params["movement"] == movement
+        assert plan.params["mobile"]
+    if name == "fig14-quick.yaml":
+        assert ps[0].links["b1->b3"].delay_ms == 50.0
+
+
+def test_fig8_tree_paths_are_six_links():
+    [plan] = plans(str(ROOT / "topologies" / "mobility" / "fig08-quick.yaml"), {}, None)
+    from testbed.analysis.mobility.checks import tree_paths  # noqa: PLC0415  (analysis side, pure)
+
+    path = tree_paths({n: list(v.neighbors) for n, v in plan.nodes.items() if v.kind == "node"})
+    assert len(path("b1", "b13")) - 1 == 6 and len(path("b2", "b14")) - 1 == 6 and len(path("b1", "b12")) - 1 == 6
+
+
+def test_workload_templates_cover_as_fig7():
+    f = {w: [parse(template(w, k)) for k in range(1, TEMPLATES + 1)] for w in ("covered", "chained", "tree", "distinct")}
+    for w, fs in f.items():
+        for k in range(TEMPLATES):
+            n = sum(1 for j in range(TEMPLATES) if j != k and covers(fs[k], fs[j]))
+            assert n == covered_count(w, k + 1), (w, k + 1)
+    assert covered_count("covered", 1) == 9 and covered_count("tree", 1) == 9 and covered_count("distinct", 3) == 0
+    assert covered_count("chained", 1) == 9 and covered_count("chained", 9) == 1
+
+
+def test_assignment_is_deterministic_and_follows_start_by():
+    g = {"name": "m", "count": 20, "workload": "random", "start": ["b1", "b2"], "start_by": "template",
+         "routes": [["b1", "b13"], ["b2", "b14"]], "pause": 10.0, "moving": {"templates": [1]}}
+    a = assign(g, ["b1", "b2", "b13", "b14"])
+    assert a == assign(dict(g), ["b1", "b2", "b13", "b14"])
+    for c in a:
+        assert c["start"] == ("b1" if c["template"] % 2 else "b2")
+        assert c["route"] == (["b1", "b13"] if c["start"] == "b1" else ["b2", "b14"])
+        assert c["moves"] == (c["template"] == 1)
+        assert 0 <= c["offset"] < 10.0
+
+
+def test_single_root_gives_template_1_to_client_0_only():
+    g = {"name": "m", "count": 30, "workload": "covered", "assign": "single-root", "start": ["b1", "b2"],
+         "start_by": "template", "moving": {"templates": [1]}}
+    a = assign(g, ["b1", "b2"])
+    assert [c["client"] for c in a if c["template"] == 1] == ["m-0"]
+    assert [c["client"] for c in a if c["moves"]] == ["m-0"] and a[0]["start"] == "b1"
+    assert {c["template"] for c in a[1:]} == set(range(2, 11))
