@@ -1,0 +1,480 @@
+"""Transactional brokers on the pub/sub core: D-TX (Algs 1-3), D-TXNI (§5), S-TX (Alg 4).
+
+Every variant is the pub/sub :class:`Broker` (non-transactional adv/sub/pub work as
+there) plus transaction messages. Messages between a client process and its broker
+carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub core.
+
+    txinit  {k, tx, o:[txc, seq], ssid}    phase 1 (D-TX, D-TXNI), flooded; ack txinitack
+    txop    {k, tx, op:{id, n, kind, a|f, sid, ...}, [d]}
+                                           one operation; kind pub | tcm | sub | usub.
+                                           D-TX/D-TXNI: acknowledged by txack {k, tx, op}
+                                           once every destination acknowledged (Alg 2);
+                                           S-TX: d = dependencies [[op_id, sender, filter, kind]]
+    txprep  {k, tx}                        phase 3, flooded; ack txprepack {k, tx, ok}
+    txcmt   {k, tx, [d]} / txabt {k, tx}   flooded to brokers and to participating clients;
+                                           acks txcmtack / txabtack combined toward the TXC
+    join    {k, c}                         S-TX overlayJoinMsg: builds CRT[client] = next hop
+
+Flood-and-collect (init, prep, cmt, abt): a broker forwards to every neighbour but the
+one it came from (cmt/abt also to the local clients that took part), then acknowledges
+upstream once its own step is done and every target acknowledged; ``ok`` is ANDed.
+
+D-TX: routing-state versions keyed by SSID (the count of commits applied here);
+a transaction routes on ``TXRS`` = a copy of version ``ssid`` plus its own writes;
+prepare waits for every transaction ordered before it, key ``(ssid, txc, int seq)``,
+to terminate here, then flags a conflict iff some buffered publication routes
+differently on version ``ssid`` and on the current version; commit = copy(current) +
+replay of the transaction's writes. D-TXNI: operations act on the shared table, an
+undo log is applied on abort, prepare is always TRUE. S-TX: operations act on the
+shared table (undo log for an explicit abort), no acknowledgements; an operation or a
+commit waits while one of its sub/usub dependencies is satisfiable here and not yet
+processed (§6.2; satisfiable = a matching advertisement whose last hop is not the
+dependency sender's CRT hop); waiters are released in arrival order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.nodes.pubsub.broker import Broker
+from testbed.nodes.pubsub.filters import FilterError, intersects, parse_cached
+from testbed.nodes.pubsub.routing import RoutingTable
+from testbed.nodes.transactions import events as _events  # noqa: F401  (registers the events)
+from testbed.nodes.transactions.snapshot import clone_table, table_ids
+
+FLOODS = ("txinit", "txprep", "txcmt", "txabt")
+TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join"))
+
+
+class TxBroker(Broker):
+    """Base of the transactional brokers; ``TxBroker(rt)`` builds the one ``params.variant`` names."""
+
+    variant = "blwait"
+
+    def __new__(cls, rt: Any = None):
+        if cls is TxBroker and rt is not None:
+            v = ((rt.config.get("params") or {}).get("variant")) or "blwait"
+            sub = VARIANTS.get(v)
+            if sub is None:
+                raise ValueError(f"unknown transactions variant {v!r}; one of {sorted(VARIANTS)}")
+            return super().__new__(sub)
+        return super().__new__(cls)
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.k = 0  # tx_proc counter
+        self.crt: dict[str, str] = {}  # S-TX client routing table: client -> hop
+        self._coll: dict[tuple[str, str], dict[str, Any]] = {}  # (flood kind, tx) -> collector
+        self._parts: dict[str, set[str]] = {}  # tx -> local client hops that took part
+        self.terminated: dict[str, str] = {}  # tx -> committed | aborted
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def stop(self) -> None:
+        await super().stop()
+        srt, prt = table_ids(self.table)
+        self.rt.log("tx_tables", srt=srt, prt=prt, ssid=getattr(self, "ssid", 0))
+
+    # -- dispatch -----------------------------------------------------------------
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        k = msg.get("k")
+        if k not in TX_KINDS:
+            super().on_message(src, msg)
+            return
+        if src in self._nset:
+            frm = src
+        else:
+            c = msg.get("c")
+            if not isinstance(c, str):
+                self._bad(src, msg, "transaction message from a non-neighbour without a client id")
+                return
+            frm = self._hop(src, c)
+        try:
+            self._on_tx(k, frm, msg)
+        except (KeyError, TypeError, ValueError, FilterError) as e:
+            self._bad(src, msg, f"malformed {k}: {e!r}")
+
+    def _on_tx(self, k: str, frm: str, msg: dict[str, Any]) -> None:
+        if k in FLOODS:
+            self._on_flood(k, frm, msg)
+        elif k.endswith("ack") and k[:-3] in FLOODS:
+            self._on_flood_ack(k[:-3], frm, msg)
+        elif k == "txop":
+            self._on_op(frm, msg)
+        elif k == "txack":
+            self._on_op_ack(frm, msg)
+        elif k == "join":
+            self._on_join(frm, msg)
+
+    # -- helpers ------------------------------------------------------------------
+    def send_hop(self, hop: str, msg: dict[str, Any]) -> None:
+        """Send to a neighbour broker, or to a local client (adding ``to``)."""
+        if hop in self._nset:
+            self.rt.send(hop, msg)
+        else:
+            proc, cid = self._client_of[hop]
+            m = dict(msg)
+            m.pop("c", None)
+            m["to"] = cid
+            self.rt.send(proc, m)
+
+    def _part(self, tx: str, hop: str) -> None:
+        if hop not in self._nset:
+            self._parts.setdefault(tx, set()).add(hop)
+
+    def _log_proc(self, tx: str, op: dict[str, Any], dests: list[str]) -> None:
+        self.k += 1
+        self.rt.log("tx_proc", tx=tx, op_id=op["id"], kind=op["kind"], dests=sorted(dests), k=self.k)
+
+    # -- flood and collect ----------------------------------------------------------
+    def _on_flood(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        tx = msg["tx"]
+        if (kind, tx) in self._coll:
+            return  # a duplicate (a tree never sends one; a re-sent request would)
+        self._part(tx, frm)
+        fwd = self._flood_step(kind, frm, msg)
+        if fwd is None:
+            return  # buffered (S-TX commit waiting for dependencies); _release calls _do_flood
+        self._do_flood(kind, frm, fwd)
+
+    def _do_flood(self, kind: str, frm: str, fwd: dict[str, Any]) -> None:
+        tx = fwd["tx"]
+        targets = [n for n in self.table.neighbors if n != frm]
+        if kind in ("txcmt", "txabt"):
+            targets += sorted(h for h in self._parts.get(tx, ()) if h != frm)
+        coll = {"from": frm, "wait": set(targets), "ok": True, "ready": kind != "txprep"}
+        self._coll[(kind, tx)] = coll
+        for h in targets:
+            self.send_hop(h, fwd)
+        if kind == "txprep":
+            self._try_prepare(tx)
+        self._maybe_ack(kind, tx)
+        if kind in ("txcmt", "txabt"):
+            self._parts.pop(tx, None)
+
+    def _on_flood_ack(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        coll = self._coll.get((kind, msg["tx"]))
+        if coll is None:
+            return
+        coll["wait"].discard(frm)
+        if msg.get("ok") is False:
+            coll["ok"] = False
+        self._maybe_ack(kind, msg["tx"])
+
+    def _maybe_ack(self, kind: str, tx: str) -> None:
+        coll = self._coll.get((kind, tx))
+        if coll is None or not coll["ready"] or coll["wait"]:
+            return
+        del self._coll[(kind, tx)]
+        self.send_hop(coll["from"], {"k": kind + "ack", "tx": tx, "ok": coll["ok"]})
+
+    def _prepared(self, tx: str, ok: bool) -> None:
+        coll = self._coll.get(("txprep", tx))
+        if coll is not None:
+            coll["ready"] = True
+            coll["ok"] = coll["ok"] and ok
+            self._maybe_ack("txprep", tx)
+
+    # -- per-variant hooks ------------------------------------------------------------
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """This broker's step for a flood message; returns the message to forward (None: wait)."""
+        tx = msg["tx"]
+        if kind in ("txcmt", "txabt"):
+            self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
+        return {"k": kind, "tx": tx, **{x: msg[x] for x in ("o", "ssid") if x in msg}}
+
+    def _terminate(self, tx: str, outcome: str) -> None:
+        self.terminated[tx] = outcome
+        self.rt.log("tx_phase", tx=tx, phase="commit" if outcome == "committed" else "abort",
+                    ssid=getattr(self, "ssid", 0), conflict=False)
+
+    def _try_prepare(self, tx: str) -> None:
+        self._prepared(tx, True)
+
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        self._bad(frm, msg, f"variant {self.variant} takes no transaction operations")
+
+    def _on_op_ack(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    # -- shared by the variants: apply one op to a table ------------------------------------
+    def _apply(self, table: RoutingTable, op: dict[str, Any], frm: str,
+               undo: list[tuple] | None) -> list[str]:
+        """Apply op to ``table``; return its destinations. Records the inverse in ``undo``."""
+        kind = op["kind"]
+        if kind == "sub":
+            sid = op["sid"]
+            outs = table.subscribe(sid, parse_cached(op["f"]), frm)
+            if undo is not None:
+                undo.append(("usub", sid, frm))
+            return [o.dst for o in outs if o.kind == "sub"]
+        if kind == "usub":
+            sid = op["sid"]
+            e = table.prt.get(sid)
+            outs = table.unsubscribe(sid, frm)
+            if undo is not None and e is not None and e.hop == frm:
+                undo.append(("sub", sid, e.filter, frm))
+            return [o.dst for o in outs if o.kind == "unsub"]
+        if kind in ("pub", "tcm"):
+            return list(table.route(op["a"], frm))
+        raise ValueError(f"unknown operation kind {kind!r}")
+
+    @staticmethod
+    def _undo(table: RoutingTable, undo: list[tuple]) -> None:
+        for step in reversed(undo):
+            if step[0] == "usub":
+                table.unsubscribe(step[1], step[2])
+            else:
+                table.subscribe(step[1], step[2], step[3])
+
+    def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
+        fwd = {"k": "txop", "tx": tx, "op": msg["op"]}
+        if "d" in msg:
+            fwd["d"] = msg["d"]
+        for h in dests:
+            self._part(tx, h)
+            self.send_hop(h, fwd)
+
+
+# ---------------------------------------------------------------------------------- D-TX
+@dataclass
+class TXContext:
+    tx: str
+    key: tuple
+    ssid: int
+    txrs: RoutingTable
+    writes: list[tuple] = field(default_factory=list)  # (op dict, from hop) in processing order
+    pubs: list[dict[str, Any]] = field(default_factory=list)  # buffered publications' attrs
+    undo: list[tuple] = field(default_factory=list)  # D-TXNI
+
+
+class DtxBroker(TxBroker):
+    variant = "dtx"
+    isolation = True
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.ssid = 0
+        self.versions: dict[int, RoutingTable] = {0: self.table}
+        self.ctx: dict[str, TXContext] = {}
+        self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait}
+        self._deferred: list[str] = []  # prepares waiting for earlier transactions
+
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        tx = msg["tx"]
+        if kind == "txinit":
+            ssid = int(msg["ssid"]) if "ssid" in msg else self.ssid  # the TXC's edge broker sets it
+            o = msg["o"]
+            key = (ssid, str(o[0]), int(o[1]))
+            base = self.versions.get(ssid, self.table)
+            txrs = clone_table(base) if self.isolation else self.table
+            self.ctx[tx] = TXContext(tx, key, ssid, txrs)
+            self.rt.log("tx_phase", tx=tx, phase="init", ssid=ssid, conflict=False)
+            return {"k": kind, "tx": tx, "o": o, "ssid": ssid}
+        if kind == "txcmt":
+            self._commit(tx)
+        elif kind == "txabt":
+            self._abort(tx)
+        return {"k": kind, "tx": tx}
+
+    # Alg 2: operations
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, op = msg["tx"], msg["op"]
+        ctx = self.ctx.get(tx)
+        if ctx is None:
+            self.rt.log("broker_bad_message", peer=frm, kind="txop",
+                        reason=f"operation {op.get('id')} of an unknown or ended transaction {tx}")
+            return
+        self._part(tx, frm)
+        dests = self._apply(ctx.txrs, op, frm, None if self.isolation else ctx.undo)
+        if op["kind"] in ("sub", "usub"):
+            ctx.writes.append((op, frm))
+        else:
+            ctx.pubs.append(op["a"])
+        self._log_proc(tx, op, dests)
+        self._forward_op(tx, frm, msg, dests)
+        if dests:
+            self._pending[(tx, op["id"])] = {"from": frm, "wait": set(dests)}
+        else:
+            self.send_hop(frm, {"k": "txack", "tx": tx, "op": op["id"]})
+
+    def _on_op_ack(self, frm: str, msg: dict[str, Any]) -> None:
+        key = (msg["tx"], msg["op"])
+        p = self._pending.get(key)
+        if p is None:
+            return
+        p["wait"].discard(frm)
+        if not p["wait"]:
+            del self._pending[key]
+            self.send_hop(p["from"], {"k": "txack", "tx": msg["tx"], "op": msg["op"]})
+
+    # Alg 3: termination
+    def _try_prepare(self, tx: str) -> None:
+        ctx = self.ctx.get(tx)
+        if ctx is None:
+            self._prepared(tx, False)
+            return
+        if self.isolation:
+            if any(c.key < ctx.key for t, c in self.ctx.items() if t != tx):
+                if tx not in self._deferred:
+                    self._deferred.append(tx)
+                return
+            base = self.versions.get(ctx.ssid, self.table)
+            conflict = any(base.route(a) != self.table.route(a) for a in ctx.pubs)
+        else:
+            conflict = False
+        self.rt.log("tx_phase", tx=tx, phase="prepare", ssid=ctx.ssid, conflict=conflict)
+        self._prepared(tx, not conflict)
+
+    def _retry_deferred(self) -> None:
+        waiting, self._deferred = self._deferred, []
+        for tx in waiting:
+            if ("txprep", tx) in self._coll:
+                self._try_prepare(tx)
+
+    def _commit(self, tx: str) -> None:
+        ctx = self.ctx.pop(tx, None)
+        if ctx is not None and self.isolation:
+            new = clone_table(self.table)
+            for op, frm in ctx.writes:
+                self._apply(new, op, frm, None)
+            self.table = new
+            self.ssid += 1
+            self.versions[self.ssid] = new
+            self._gc_versions()
+        elif ctx is not None:
+            self.ssid += 1
+        self._terminate(tx, "committed")
+        self._retry_deferred()
+
+    def _abort(self, tx: str) -> None:
+        ctx = self.ctx.pop(tx, None)
+        if ctx is not None and not self.isolation:
+            self._undo(self.table, ctx.undo)
+        for key in [k for k in self._pending if k[0] == tx]:
+            del self._pending[key]
+        self._terminate(tx, "aborted")
+        self._retry_deferred()
+        self._gc_versions()
+
+    def _gc_versions(self) -> None:
+        keep = {c.ssid for c in self.ctx.values()} | {self.ssid}
+        for s in [s for s in self.versions if s not in keep]:
+            del self.versions[s]
+
+
+class DtxniBroker(DtxBroker):
+    """D-TXNI: the same phases and messages, operations on the shared table, undo on abort."""
+
+    variant = "dtxni"
+    isolation = False
+
+
+# ---------------------------------------------------------------------------------- S-TX
+class StxBroker(TxBroker):
+    variant = "stx"
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.processed: set[tuple[str, str]] = set()
+        self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
+        self.undo: dict[str, list[tuple]] = {}
+
+    def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        c = msg["c"]
+        if self.crt.get(c) == frm:
+            return
+        self.crt[c] = frm
+        for n in self.table.neighbors:
+            if n != frm:
+                self.rt.send(n, {"k": "join", "c": c})
+
+    def _satisfiable(self, dep: list[Any]) -> bool:
+        hop = self.crt.get(dep[1])
+        if hop is None:
+            return False  # the sender never joined here: nothing of it can arrive
+        f = parse_cached(dep[2])
+        return any(e.hop != hop and intersects(e.filter, f) for e in self.table.srt.values())
+
+    def _blocked(self, tx: str, deps: list[list[Any]]) -> bool:
+        for d in deps:
+            if d[3] in ("sub", "usub") and (tx, d[0]) not in self.processed and self._satisfiable(d):
+                return True
+        return False
+
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        tx = msg["tx"]
+        if tx in self.terminated:
+            self.rt.log("broker_bad_message", peer=frm, kind="txop",
+                        reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
+            return
+        self._part(tx, frm)
+        if self.buffer or self._blocked(tx, msg.get("d") or []):
+            self.buffer.append(("txop", frm, msg))
+            self._release()
+            return
+        self._process(frm, msg)
+        self._release()
+
+    def _process(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, op = msg["tx"], msg["op"]
+        dests = self._apply(self.table, op, frm, self.undo.setdefault(tx, []))
+        self.processed.add((tx, op["id"]))
+        self._log_proc(tx, op, dests)
+        self._forward_op(tx, frm, msg, dests)
+
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        tx = msg["tx"]
+        if kind == "txcmt":
+            if self.buffer or self._blocked(tx, msg.get("d") or []):
+                self.buffer.append(("txcmt", frm, msg))
+                self._release()
+                return None
+            return self._stx_commit(tx, msg)
+        if kind == "txabt":
+            self._stx_abort(tx)
+            return {"k": kind, "tx": tx}
+        self._bad(frm, msg, f"S-TX takes no {kind}")
+        return None
+
+    def _stx_commit(self, tx: str, msg: dict[str, Any]) -> dict[str, Any]:
+        self.undo.pop(tx, None)
+        self._terminate(tx, "committed")
+        return {"k": "txcmt", "tx": tx, "d": msg.get("d") or []}
+
+    def _stx_abort(self, tx: str) -> None:
+        self._undo(self.table, self.undo.pop(tx, []))
+        self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
+        self._terminate(tx, "aborted")
+
+    def _release(self) -> None:
+        """Process buffered operations and commits in arrival order while the head can go.
+
+        Arrival order per link is kept (a waiter never overtakes an earlier one from the
+        same hop), so op5 stays ahead of the commit on every link."""
+        progress = True
+        while progress and self.buffer:
+            progress = False
+            blocked_hops: set[str] = set()
+            for i, (kind, frm, msg) in enumerate(self.buffer):
+                if frm in blocked_hops:
+                    continue
+                if self._blocked(msg["tx"], msg.get("d") or []):
+                    blocked_hops.add(frm)
+                    continue
+                del self.buffer[i]
+                if kind == "txop":
+                    self._process(frm, msg)
+                else:
+                    fwd = self._stx_commit(msg["tx"], msg)
+                    self._do_flood("txcmt", frm, fwd)
+                progress = True
+                break
+
+
+VARIANTS: dict[str, type[TxBroker]] = {
+    "blwait": TxBroker, "dtx": DtxBroker, "dtxni": DtxniBroker, "stx": StxBroker,
+}
