@@ -428,27 +428,22 @@ class StxBroker(TxBroker):
 
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
-        if kind == "txcmt":
+        if kind in ("txcmt", "txabt"):
+            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3)
             if self.buffer or self._blocked(tx, msg.get("d") or []):
-                self.buffer.append(("txcmt", frm, msg))
+                self.buffer.append((kind, frm, msg))
                 self._release()
                 return None
-            return self._stx_commit(tx, msg)
-        if kind == "txabt":
-            self._stx_abort(tx)
-            return {"k": kind, "tx": tx}
+            return self._stx_end(kind, tx, msg)
         self._bad(frm, msg, f"S-TX takes no {kind}")
         return None
 
-    def _stx_commit(self, tx: str, msg: dict[str, Any]) -> dict[str, Any]:
-        self.undo.pop(tx, None)
-        self._terminate(tx, "committed")
-        return {"k": "txcmt", "tx": tx, "d": msg.get("d") or []}
-
-    def _stx_abort(self, tx: str) -> None:
-        self._undo(self.table, self.undo.pop(tx, []))
-        self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
-        self._terminate(tx, "aborted")
+    def _stx_end(self, kind: str, tx: str, msg: dict[str, Any]) -> dict[str, Any]:
+        undo = self.undo.pop(tx, [])
+        if kind == "txabt":
+            self._undo(self.table, undo)
+        self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
+        return {"k": kind, "tx": tx, "d": msg.get("d") or []}
 
     def _release(self) -> None:
         """Process buffered operations and commits in arrival order while the head can go.
@@ -469,8 +464,7 @@ class StxBroker(TxBroker):
                 if kind == "txop":
                     self._process(frm, msg)
                 else:
-                    fwd = self._stx_commit(msg["tx"], msg)
-                    self._do_flood("txcmt", frm, fwd)
+                    self._do_flood(kind, frm, self._stx_end(kind, msg["tx"], msg))
                 progress = True
                 break
 

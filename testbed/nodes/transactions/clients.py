@@ -114,6 +114,7 @@ class ScenarioHost(Node):
         self.wait = float(p.get("wait") or 0.0)
         self.timeout = float(p.get("timeout") or 5.0)
         self.think = float(p.get("think") or 0.0)
+        self.abort_every = int(p.get("abort_every") or 0)
         self.regular_rate = p.get("regular_rate")
         self.round_size = int(p.get("round_size") or 2000)
         self.round_txs = int(p.get("round_txs") or 4)
@@ -305,8 +306,14 @@ class ScenarioHost(Node):
         op = self._op(tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1})
         self._send_op(tx.e, tx.tx, op, lambda: self._dtx_prepare(tx))
 
+    def _explicit_abort(self, tx: Tx) -> bool:
+        return self.abort_every > 0 and tx.n % self.abort_every == 0
+
     def _dtx_prepare(self, tx: Tx) -> None:
         if tx.decided:
+            return
+        if self._explicit_abort(tx):
+            self._decide(tx, "aborted", "the TXC's explicit abort")
             return
         self.waiting[(tx.e, f"{tx.tx}/prep")] = lambda ok: self._decide(tx, "committed" if ok else "aborted")
         self._send(tx.e, {"k": "txprep", "tx": tx.tx})
@@ -319,16 +326,17 @@ class ScenarioHost(Node):
             msg["d"] = deps
         self._send(c, msg)
 
-    def _decide(self, tx: Tx, outcome: str) -> None:
+    def _decide(self, tx: Tx, outcome: str, reason: str = "") -> None:
         if tx.decided or tx.ended:
             return
         tx.decided = outcome
         self.rt.log("tx_outcome", client=tx.e, tx=tx.tx, outcome=outcome)
+        deps = {"d": tx.deps} if self.variant == "stx" else {}
         if outcome == "committed":
-            self._send(tx.e, {"k": "txcmt", "tx": tx.tx, **({"d": tx.deps} if self.variant == "stx" else {})})
+            self._send(tx.e, {"k": "txcmt", "tx": tx.tx, **deps})
         else:
-            self._send(tx.e, {"k": "txabt", "tx": tx.tx})
-            self._end(tx, "aborted", (self.rt.mono_ns() - tx.t0) / 1e6, "aborted by the TXC")
+            self._send(tx.e, {"k": "txabt", "tx": tx.tx, **deps})
+            self._end(tx, "aborted", (self.rt.mono_ns() - tx.t0) / 1e6, reason or "aborted by the TXC")
 
     # S-TX: everything at once, with dependencies
     def _begin_stx(self, tx: Tx) -> None:
@@ -344,7 +352,10 @@ class ScenarioHost(Node):
         op5 = self._op(tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1},
                        deps=[d[0] for d in plan["5"]])
         self._send_op(tx.e, tx.tx, op5, None, deps=plan["5"])
-        self._decide(tx, "committed")
+        if self._explicit_abort(tx):
+            self._decide(tx, "aborted", "the TXC's explicit abort")
+        else:
+            self._decide(tx, "committed")
 
     # BL-WAIT: op1, wait, op5 (plain pub/sub)
     def _begin_blwait(self, tx: Tx) -> None:
@@ -366,7 +377,7 @@ class ScenarioHost(Node):
         if self.variant == "blwait":
             self._end(tx, "aborted", -1.0, "timeout: op5's acknowledgement did not come")
         elif not tx.decided:
-            self._decide(tx, "aborted")
+            self._decide(tx, "aborted", "timeout")
         else:  # committed, but the acknowledgement (or the commit's) never came
             self._end(tx, "committed", -1.0, "timeout after commit: "
                       + ("commit not acknowledged" if tx.acked else "op5 not acknowledged"))

@@ -44,6 +44,8 @@ class Params(StrictModel):
     ``round_txs``     Fig 9: transactions dispatched (sequentially) per round.
     ``settle``        time between the standing subscriptions and the first transaction.
     ``think``         pause a TXC thread makes between two transactions.
+    ``abort_every``   the TXC aborts (explicitly, instead of committing) every transaction whose
+                      number is a multiple of this; 0 = never (tests the abort paths).
     """
 
     variant: Literal["dtx", "dtxni", "stx", "blwait"]
@@ -57,6 +59,7 @@ class Params(StrictModel):
     round_txs: StrictInt = Field(default=4, ge=1)
     settle: Time = 1.0
     think: Time = 0.0
+    abort_every: StrictInt = Field(default=0, ge=0)
 
 
 class Placement(StrictModel):
@@ -98,7 +101,7 @@ def check(topology) -> list:
         want = per * p.instances
         if g.count != want:
             problems.append(topology.problem(("clients", names[0], "count"),
-                                             f"a {role} group needs count {want} "
+                                             f"{'an' if role[0] in 'aeiou' else 'a'} {role} group needs count {want} "
                                              f"({per} per instance, params.instances = {p.instances})"))
     if p.variant != "blwait" and p.transactions < p.instances * p.threads:
         problems.append(topology.problem(("params", "transactions"),

@@ -1,0 +1,182 @@
+"""The scenario on every variant, on the in-memory runtime: routing, order, commit, abort, undo."""
+
+from collections import defaultdict
+
+import pytest
+
+from testbed.nodes.pubsub.filters import parse
+from testbed.nodes.transactions.broker import DtxBroker, DtxniBroker, StxBroker, TxBroker
+
+from .harness import run
+
+TX_VARIANTS = ("dtx", "dtxni", "stx")
+
+
+def deliveries(sim):
+    out = defaultdict(set)
+    for r in sim.events("tx_deliver"):
+        out[r["op_id"]].add(r["client"])
+    return out
+
+
+def routing_violations(sim):
+    dl = deliveries(sim)
+    bad = []
+    for b in sim.events("tx_begin"):
+        tx = b["tx"]
+        if dl[f"{tx}/1"] != {b["dispatcher"]} or dl[f"{tx}/2"] != {b["agent"]} or dl[f"{tx}/5"] != {b["agent"]}:
+            bad.append(tx)
+    return bad
+
+
+@pytest.mark.parametrize("variant", TX_VARIANTS + ("blwait",))
+def test_every_transaction_commits_and_op5_reaches_only_the_assigned_agent(variant):
+    sim = run(variant, seconds=12, transactions=6)
+    ends = sim.events("tx_end")
+    assert len(ends) == 6 and {e["outcome"] for e in ends} == {"committed"}
+    assert all(e["latency_ms"] > 0 for e in ends)
+    assert routing_violations(sim) == []
+    assert {r["agent"] for r in sim.events("tx_begin")} == {"a-0", "a-1"}  # agents alternate
+    if variant != "blwait":
+        # every broker and every participant learned the one outcome
+        commits = defaultdict(set)
+        for r in sim.events("tx_phase", phase="commit"):
+            commits[r["tx"]].add(r["node"])
+        assert all(commits[e["tx"]] == {"b1", "b2", "b3"} for e in ends)
+        assert not sim.events("tx_discard") and not sim.events("tx_phase", phase="abort")
+
+
+@pytest.mark.parametrize("variant", TX_VARIANTS)
+def test_each_broker_processes_the_operations_in_the_required_order(variant):
+    sim = run(variant, seconds=8, transactions=4)
+    k = defaultdict(dict)
+    for r in sim.events("tx_proc"):
+        k[(r["node"], r["tx"])][int(r["op_id"].rsplit("/", 1)[1])] = r["k"]
+    assert k
+    for (node, tx), ops in k.items():
+        order = [n for n, _ in sorted(ops.items(), key=lambda kv: kv[1])]
+        assert order == sorted(order), (node, tx, ops)
+    # op5 is processed at E's broker after op3 and op4 (S-TX: held back by its dependencies)
+    for (node, tx), ops in k.items():
+        if node == "b1":
+            assert ops[3] < ops[5] and ops[4] < ops[5]
+
+
+def test_blwait_with_too_short_a_wait_routes_op5_to_the_dispatcher():
+    sim = run("blwait", seconds=12, transactions=3, wait=0.01, timeout=1.0)
+    dl = deliveries(sim)
+    assert any("d-0" in dl[f"{b['tx']}/5"] for b in sim.events("tx_begin"))
+    assert routing_violations(sim)
+    assert {e["outcome"] for e in sim.events("tx_end")} == {"aborted"}  # no ack of op5 before the timeout
+
+
+@pytest.mark.parametrize("variant,how", [("dtx", "timeout"), ("dtxni", "timeout"), ("dtx", "explicit"),
+                                         ("dtxni", "explicit"), ("stx", "explicit")])
+def test_an_aborted_transaction_is_aborted_everywhere_and_leaves_no_routing_state(variant, how):
+    # a timeout shorter than one transaction, or the TXC's explicit abort of every transaction
+    kw = {"timeout": 0.04} if how == "timeout" else {"abort_every": 1}
+    sim = run(variant, seconds=6, transactions=3, **kw)
+    ends = sim.events("tx_end")
+    assert ends and {e["outcome"] for e in ends} == {"aborted"}
+    assert not sim.events("tx_deliver")
+    recv = {(r["client"], r["op_id"]) for r in sim.events("tx_recv")}
+    disc = {(r["client"], r["op_id"]) for r in sim.events("tx_discard") if r["n"] in (1, 2, 5)}
+    assert {x for x in recv if x[1][-1] in "125"} == disc
+    for r in sim.events("tx_outcome"):
+        assert r["outcome"] == "aborted"
+    aborts = defaultdict(set)
+    for r in sim.events("tx_phase", phase="abort"):
+        aborts[r["tx"]].add(r["node"])
+    assert all(aborts[e["tx"]] == {"b1", "b2", "b3"} for e in ends)
+    # every broker's final tables: no op3 subscription, D's standing subscriptions all back
+    for b in ("b1", "b2", "b3"):
+        (tables,) = sim.events("tx_tables", node=b)
+        assert not [s for s in tables["prt"] if s.endswith("/3")], (b, tables["prt"])
+    (b2,) = sim.events("tx_tables", node="b2")  # D's edge broker
+    assert {s for s in b2["prt"] if s.startswith("d-0:s:")} == {f"d-0:s:p0.0:{x}" for x in (1, 2, 3)}
+
+
+# ---- one D-TX broker driven by hand: snapshots, commit order, conflict --------------------
+class Rt:
+    def __init__(self, variant, neighbors=()):
+        self.name = "b"
+        self.config = {"params": {"variant": variant, "covering": "off"}, "neighbors": list(neighbors)}
+        self.sent, self.logs = [], []
+
+    def send(self, dst, msg):
+        self.sent.append((dst, dict(msg)))
+
+    def log(self, ev, **f):
+        self.logs.append({"ev": ev, **f})
+
+    def call_later(self, *a):
+        return None
+
+
+def acks(rt, kind):
+    return [m for _, m in rt.sent if m["k"] == kind]
+
+
+def test_txbroker_builds_the_variant_the_params_name():
+    assert type(TxBroker(Rt("dtx"))) is DtxBroker
+    assert type(TxBroker(Rt("dtxni"))) is DtxniBroker
+    assert type(TxBroker(Rt("stx"))) is StxBroker
+    assert type(TxBroker(Rt("blwait"))) is TxBroker
+    with pytest.raises(ValueError, match="unknown transactions variant"):
+        TxBroker(Rt("xx"))
+
+
+def test_dtx_isolates_orders_commits_and_flags_a_conflict():
+    rt = Rt("dtx")
+    b = TxBroker(rt)
+    b.on_message("c", {"k": "adv", "id": "p:a", "f": "[x,isPresent,0]", "c": "pub"})
+    for tx, seq, who in (("t1", 1, "s"), ("t2", 2, "p")):
+        b.on_message("c", {"k": "txinit", "tx": tx, "o": ["txc", seq], "c": who})
+    assert [m["tx"] for m in acks(rt, "txinitack")] == ["t1", "t2"]  # a leaf acknowledges at once
+    # t1 subscribes (in its snapshot only); t2 publishes on its own snapshot: no route yet
+    b.on_message("c", {"k": "txop", "tx": "t1", "op": {"id": "t1/1", "n": 1, "kind": "sub", "sid": "s1",
+                                                        "f": "[x,eq,1]"}, "c": "s"})
+    b.on_message("c", {"k": "txop", "tx": "t2", "op": {"id": "t2/1", "n": 1, "kind": "pub", "a": {"x": 1}},
+                       "c": "p"})
+    assert "s1" not in b.table.prt  # isolation: the shared table does not see t1's write
+    assert [r["dests"] for r in rt.logs if r["ev"] == "tx_proc"] == [[], []]
+    # t2 prepares first but waits for t1 (ordered before it)
+    b.on_message("c", {"k": "txprep", "tx": "t2", "c": "p"})
+    assert acks(rt, "txprepack") == []
+    b.on_message("c", {"k": "txprep", "tx": "t1", "c": "s"})
+    assert acks(rt, "txprepack") == [{"k": "txprepack", "tx": "t1", "ok": True, "to": "s"}]
+    b.on_message("c", {"k": "txcmt", "tx": "t1", "c": "s"})
+    assert "s1" in b.table.prt and b.ssid == 1
+    # now t2 is checked: its publication routes differently on version 0 and on version 1
+    assert acks(rt, "txprepack")[-1] == {"k": "txprepack", "tx": "t2", "ok": False, "to": "p"}
+    b.on_message("c", {"k": "txabt", "tx": "t2", "c": "p"})
+    phases = [(r["tx"], r["phase"], r["conflict"]) for r in rt.logs if r["ev"] == "tx_phase"]
+    assert phases == [("t1", "init", False), ("t2", "init", False), ("t1", "prepare", False),
+                      ("t1", "commit", False), ("t2", "prepare", True), ("t2", "abort", False)]
+
+
+def test_dtxni_acts_on_the_shared_table_and_undoes_on_abort():
+    rt = Rt("dtxni")
+    b = TxBroker(rt)
+    b.on_message("c", {"k": "adv", "id": "p:a", "f": "[x,isPresent,0]", "c": "pub"})
+    b.on_message("c", {"k": "sub", "id": "old", "f": "[x,eq,2]", "c": "s"})
+    b.on_message("c", {"k": "txinit", "tx": "t1", "o": ["txc", 1], "c": "s"})
+    b.on_message("c", {"k": "txop", "tx": "t1", "op": {"id": "t1/1", "n": 1, "kind": "sub", "sid": "s1",
+                                                        "f": "[x,eq,1]"}, "c": "s"})
+    b.on_message("c", {"k": "txop", "tx": "t1", "op": {"id": "t1/2", "n": 2, "kind": "usub", "sid": "old"},
+                       "c": "s"})
+    assert "s1" in b.table.prt and "old" not in b.table.prt  # no isolation
+    b.on_message("c", {"k": "txabt", "tx": "t1", "c": "s"})
+    assert "s1" not in b.table.prt and b.table.prt["old"].filter == parse("[x,eq,2]")
+
+
+@pytest.mark.parametrize("variant", TX_VARIANTS)
+def test_explicit_aborts_among_commits_keep_the_committed_ones_intact(variant):
+    sim = run(variant, seconds=10, transactions=6, abort_every=3)
+    out = {e["tx"]: e["outcome"] for e in sim.events("tx_end")}
+    assert sorted(out.values()) == ["aborted"] * 2 + ["committed"] * 4
+    dl = deliveries(sim)
+    for tx, o in out.items():
+        assert bool(dl[f"{tx}/5"]) == (o == "committed")
+    (b2,) = sim.events("tx_tables", node="b2")  # D's standing subscriptions of aborted txs are back
+    assert {s for s in b2["prt"] if s.startswith("d-0:s:")} == {"d-0:s:p0.0:3", "d-0:s:p0.0:6"}
