@@ -54,7 +54,6 @@ def test_spark_checks_pass_on_every_variant(runs):
     checks = checks_for("transactions")
     names = [c.__name__ for c in checks]
     assert "check_sequential_consistency" in names and "check_completeness" in names  # P1.., P8
-    lat = {}
     for v, run in runs.items():
         ing = ingest(spark, run, write=False)
         ctx = AnalysisContext.build(spark, run, json.loads((run / "plan.json").read_text()),
@@ -63,5 +62,4 @@ def test_spark_checks_pass_on_every_variant(runs):
         assert all(r.passed for r in res.values()), {n: r.examples for n, r in res.items() if not r.passed}
         if v != "blwait":
             assert res["transactions.p1_order"].details["pairs"] >= 20 * 10  # 5 ops: 10 ordered pairs each
-        lat[v] = ctx.results["transactions.summary"]["mean_latency_ms"]
-    assert lat["stx"] < lat["dtx"] and lat["stx"] < lat["dtxni"]  # no ack rounds in S-TX
+        assert ctx.results["transactions.summary"]["committed"] == 20  # (latencies: benchmarks, not tests)

@@ -11,7 +11,8 @@ fail; tests/unit/transactions/test_checks.py shows each failing on a broken hist
                              after the client's committed outcome; aborted: nothing
                              delivered, every received publication discarded
 * P4 agreement               one tx_end per tx_begin; every broker and client that took
-                             part logged exactly that outcome, once
+                             part logged exactly that outcome (a restarted broker re-learns
+                             outcomes and may log one again: one distinct value per broker)
 * P5 routing-state atomicity each broker's final PRT holds a subscription touched by a
                              transaction iff the replay of the committed operations (in
                              commit order) leaves it there (for S-TX this is P7, convergence)
@@ -184,7 +185,7 @@ def agreement_violations(begin: DataFrame, end: DataFrame, phase: DataFrame, pro
     term = (phase.where(F.col("phase").isin("commit", "abort"))
             .select("tx", "node", F.when(F.col("phase") == "commit", "committed").otherwise("aborted").alias("o")))
     brokers = (proc.select("tx", "node").union(phase.select("tx", "node")).distinct()
-               .join(term.groupBy("tx", "node").agg(F.sort_array(F.collect_list("o")).alias("os")), ["tx", "node"], "left"))
+               .join(term.groupBy("tx", "node").agg(F.sort_array(F.collect_set("o")).alias("os")), ["tx", "node"], "left"))
     bv = (brokers.join(ends.select("tx", "outcome"), "tx")
           .where(F.col("os").isNull() | (F.size("os") != 1) | (F.col("os")[0] != F.col("outcome")))
           .select("tx", F.concat(F.lit("broker "), F.col("node")).alias("where"),

@@ -34,6 +34,7 @@ dependency sender's CRT hop); waiters are released in arrival order.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,8 @@ from testbed.nodes.transactions import events as _events  # noqa: F401  (registe
 from testbed.nodes.transactions.snapshot import clone_table, table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
-TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join"))
+TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join", "txq"))
+RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
 class TxBroker(Broker):
@@ -68,6 +70,12 @@ class TxBroker(Broker):
         self._coll: dict[tuple[str, str], dict[str, Any]] = {}  # (flood kind, tx) -> collector
         self._parts: dict[str, set[str]] = {}  # tx -> local client hops that took part
         self.terminated: dict[str, str] = {}  # tx -> committed | aborted
+        self.recent: OrderedDict[str, str] = OrderedDict()  # the last RECENT_OUTCOMES of them
+        # a (re)started broker first re-learns its routing state: transaction messages that come
+        # within `settle` of its start wait until then (at the first start none come that early)
+        hold = float((self.config.get("params") or {}).get("settle", 1.0))
+        self._hold_until = rt.mono_ns() + int(hold * 1e9)
+        self._held: list[tuple[str, dict[str, Any]]] | None = []
 
     # -- lifecycle ----------------------------------------------------------------
     async def stop(self) -> None:
@@ -75,12 +83,35 @@ class TxBroker(Broker):
         srt, prt = table_ids(self.table)
         self.rt.log("tx_tables", srt=srt, prt=prt, ssid=getattr(self, "ssid", 0))
 
+    def on_peer_up(self, peer: str) -> None:
+        """Routing re-sync (the pub/sub core), then the outcomes a restarted neighbour may have
+        missed: re-sent as fire-and-forget floods (``rs``), applied where still open."""
+        super().on_peer_up(peer)
+        if peer in self._nset:
+            for tx, outcome in self.recent.items():
+                self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
+
     # -- dispatch -----------------------------------------------------------------
+    def _flush_held(self) -> None:
+        held, self._held = self._held or [], None
+        if held:
+            self.rt.log("broker_bad_message", peer="", kind="held",
+                        reason=f"{len(held)} transaction message(s) held while the routing state settled")
+        for src, msg in held:
+            self.on_message(src, msg)
+
     def on_message(self, src: str, msg: dict[str, Any]) -> None:
         k = msg.get("k")
         if k not in TX_KINDS:
             super().on_message(src, msg)
             return
+        if self._held is not None and k != "join":
+            if self.rt.mono_ns() < self._hold_until:
+                if not self._held:
+                    self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
+                self._held.append((src, msg))
+                return
+            self._flush_held()
         if src in self._nset:
             frm = src
         else:
@@ -105,6 +136,13 @@ class TxBroker(Broker):
             self._on_op_ack(frm, msg)
         elif k == "join":
             self._on_join(frm, msg)
+        elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
+            tx = msg["tx"]
+            if tx in self.terminated:
+                self.send_hop(frm, {"k": "txcmt" if self.terminated[tx] == "committed" else "txabt",
+                                    "tx": tx, "rs": True})
+            else:
+                self._part(tx, frm)
 
     # -- helpers ------------------------------------------------------------------
     def send_hop(self, hop: str, msg: dict[str, Any]) -> None:
@@ -131,17 +169,36 @@ class TxBroker(Broker):
         tx = msg["tx"]
         if (kind, tx) in self._coll:
             return  # a duplicate (a tree never sends one; a re-sent request would)
+        if kind in ("txcmt", "txabt") and tx in self.terminated:
+            if not msg.get("rs"):
+                self.send_hop(frm, {"k": kind + "ack", "tx": tx, "ok": True})
+            return  # known here already
         self._part(tx, frm)
+        if msg.get("rs"):
+            self._resync_outcome(kind, frm, msg)
+            return
         fwd = self._flood_step(kind, frm, msg)
         if fwd is None:
             return  # buffered (S-TX commit waiting for dependencies); _release calls _do_flood
         self._do_flood(kind, frm, fwd)
+
+    def _resync_outcome(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        """An outcome re-sent after a restart: apply it and pass it on, without acknowledgements."""
+        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"]})
+        fwd = {"k": kind, "tx": msg["tx"], "rs": True}
+        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(msg["tx"], ())):
+            if h != frm:
+                self.send_hop(h, fwd)
+        for k in ("txinit", "txprep"):
+            self._coll.pop((k, msg["tx"]), None)
 
     def _do_flood(self, kind: str, frm: str, fwd: dict[str, Any]) -> None:
         tx = fwd["tx"]
         targets = [n for n in self.table.neighbors if n != frm]
         if kind in ("txcmt", "txabt"):
             targets += sorted(h for h in self._parts.get(tx, ()) if h != frm)
+            for k in ("txinit", "txprep"):  # collectors a lost neighbour left waiting
+                self._coll.pop((k, tx), None)
         coll = {"from": frm, "wait": set(targets), "ok": True, "ready": kind != "txprep"}
         self._coll[(kind, tx)] = coll
         for h in targets:
@@ -185,6 +242,9 @@ class TxBroker(Broker):
 
     def _terminate(self, tx: str, outcome: str) -> None:
         self.terminated[tx] = outcome
+        self.recent[tx] = outcome
+        if len(self.recent) > RECENT_OUTCOMES:
+            self.recent.popitem(last=False)
         self.rt.log("tx_phase", tx=tx, phase="commit" if outcome == "committed" else "abort",
                     ssid=getattr(self, "ssid", 0), conflict=False)
 
@@ -382,6 +442,30 @@ class StxBroker(TxBroker):
         self.processed: set[tuple[str, str]] = set()
         self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
         self.undo: dict[str, list[tuple]] = {}
+        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # open tx -> (hop, txop) sent
+
+    def on_peer_up(self, peer: str) -> None:
+        """After the routing and outcome re-sync: the operations of still open transactions sent
+        to this neighbour, again (a restarted one lost them; one that kept them skips them as
+        processed)."""
+        super().on_peer_up(peer)
+        if peer in self._nset:
+            for tx, sent in self.sent_ops.items():
+                for hop, msg in sent:
+                    if hop == peer:
+                        self.rt.send(peer, msg)
+
+    def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
+        super()._forward_op(tx, frm, msg, dests)
+        fwd = {"k": "txop", "tx": tx, "op": msg["op"], "d": msg.get("d") or []}
+        log = self.sent_ops.setdefault(tx, [])
+        for h in dests:
+            if h in self._nset:
+                log.append((h, fwd))
+
+    def _terminate(self, tx: str, outcome: str) -> None:
+        self.sent_ops.pop(tx, None)
+        super()._terminate(tx, outcome)
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
         c = msg["c"]
@@ -411,6 +495,9 @@ class StxBroker(TxBroker):
             self.rt.log("broker_bad_message", peer=frm, kind="txop",
                         reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
             return
+        if (tx, msg["op"]["id"]) in self.processed or any(
+                b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+            return  # re-sent after a reconnection, known here
         self._part(tx, frm)
         if self.buffer or self._blocked(tx, msg.get("d") or []):
             self.buffer.append(("txop", frm, msg))
@@ -421,7 +508,10 @@ class StxBroker(TxBroker):
 
     def _process(self, frm: str, msg: dict[str, Any]) -> None:
         tx, op = msg["tx"], msg["op"]
+        known = op["kind"] == "sub" and op["sid"] in self.table.prt
         dests = self._apply(self.table, op, frm, self.undo.setdefault(tx, []))
+        if known:  # learned by a routing re-sync after a restart: the operation still goes on
+            dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
         self.processed.add((tx, op["id"]))
         self._log_proc(tx, op, dests)
         self._forward_op(tx, frm, msg, dests)
@@ -429,7 +519,11 @@ class StxBroker(TxBroker):
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
         if kind in ("txcmt", "txabt"):
-            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3)
+            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3); a re-sent
+            # outcome (no d) does not wait, and drops what of the transaction still waits here
+            if "d" not in msg:
+                self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
+                return self._stx_end(kind, tx, msg)
             if self.buffer or self._blocked(tx, msg.get("d") or []):
                 self.buffer.append((kind, frm, msg))
                 self._release()
@@ -446,19 +540,14 @@ class StxBroker(TxBroker):
         return {"k": kind, "tx": tx, "d": msg.get("d") or []}
 
     def _release(self) -> None:
-        """Process buffered operations and commits in arrival order while the head can go.
-
-        Arrival order per link is kept (a waiter never overtakes an earlier one from the
-        same hop), so op5 stays ahead of the commit on every link."""
+        """Process buffered operations and commits whose dependencies are met, in arrival order
+        (the first ready one first, then rescan). A commit depends on every sub/usub its
+        transaction's publications depend on, so it never overtakes op5 on a link."""
         progress = True
         while progress and self.buffer:
             progress = False
-            blocked_hops: set[str] = set()
             for i, (kind, frm, msg) in enumerate(self.buffer):
-                if frm in blocked_hops:
-                    continue
                 if self._blocked(msg["tx"], msg.get("d") or []):
-                    blocked_hops.add(frm)
                     continue
                 del self.buffer[i]
                 if kind == "txop":

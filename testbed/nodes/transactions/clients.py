@@ -80,6 +80,7 @@ class Part:
 
     buffered: list[dict[str, Any]] = field(default_factory=list)
     outcome: str = ""
+    seen: set[str] = field(default_factory=set)  # op ids received (a re-sent one is ignored)
 
 
 class ScenarioHost(Node):
@@ -132,6 +133,7 @@ class ScenarioHost(Node):
         self.committed = 0
         self.aborted = 0
         self._reg_timer: Any = None
+        self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
 
     # -- naming ------------------------------------------------------------------------
     def inst(self, c: str) -> int:
@@ -218,6 +220,19 @@ class ScenarioHost(Node):
                 self._send(c, {"k": "sub", "id": sid, "f": f})
                 nsub += 1
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
+        # outcomes the restarted broker may have lost: the TXC re-sends its decisions not yet
+        # acknowledged; a participant asks about transactions it holds without an outcome
+        for tx in self.txs.values():
+            if tx.decided and not tx.term_acked and self.broker_of[tx.e] == peer:
+                self._send(tx.e, {"k": "txcmt" if tx.decided == "committed" else "txabt", "tx": tx.tx,
+                                  "rs": True})
+        for (c, txid), part in self.parts.items():
+            if not part.outcome and self.broker_of[c] == peer:
+                self._send(c, {"k": "txq", "tx": txid})
+        if self.variant == "stx":  # S-TX: this process's operations of open transactions, again
+            for c, txid, msg in self.issued:
+                if self.broker_of[c] == peer and not self._closed(c, txid):
+                    self._send(c, dict(msg))
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":
@@ -324,7 +339,17 @@ class ScenarioHost(Node):
         msg = {"k": "txop", "tx": txid, "op": op}
         if deps is not None:
             msg["d"] = deps
+            self.issued.append((c, txid, msg))
+            if len(self.issued) > 4096:
+                self.issued = [x for x in self.issued if not self._closed(x[0], x[1])]
         self._send(c, msg)
+
+    def _closed(self, c: str, txid: str) -> bool:
+        tx = self.txs.get(txid)
+        if tx is not None and tx.e == c:
+            return tx.ended or tx.term_acked
+        p = self.parts.get((c, txid))
+        return p is not None and bool(p.outcome)
 
     def _decide(self, tx: Tx, outcome: str, reason: str = "") -> None:
         if tx.decided or tx.ended:
@@ -553,8 +578,13 @@ class ScenarioHost(Node):
     def _on_txop(self, c: str, msg: dict[str, Any]) -> None:
         txid, op = msg["tx"], msg["op"]
         n, kind = int(op["n"]), op["kind"]
-        self.rt.log("tx_recv", client=c, tx=txid, op_id=op["id"], kind=kind, n=n)
         part = self.parts.setdefault((c, txid), Part())
+        if op["id"] in part.seen:
+            if self.variant != "stx" and part.outcome == "":
+                self._send(c, {"k": "txack", "tx": txid, "op": op["id"]})
+            return  # re-sent after a broker restart
+        part.seen.add(op["id"])
+        self.rt.log("tx_recv", client=c, tx=txid, op_id=op["id"], kind=kind, n=n)
         if part.outcome:
             return  # already ended here (late operation)
         if kind in ("pub", "tcm"):

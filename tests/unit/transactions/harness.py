@@ -43,3 +43,20 @@ def run(variant: str, seconds: float = 20.0, delay_ms: float = 5.0, **kw: Any) -
     sim.run_for(seconds)
     sim.shutdown()
     return sim
+
+
+def run_with_crash(variant: str, crash: str = "b2", at_s: float = 1.0, down_s: float = 0.6,
+                   seconds: float = 14.0, **kw: Any) -> Sim:
+    """The scenario with broker ``crash`` crashed ``at_s`` into the workload and restarted (empty)
+    ``down_s`` later; its neighbours and clients re-sync it."""
+    sim = Sim(scenario(variant, **kw), delay_ms=5.0)
+    sim.start()
+    sim.run_for(0.5)
+    sim.start_workload(0.0, seconds)
+    sim.run_for(at_s)
+    sim.crash(crash)
+    sim.run_for(down_s)
+    sim.restart(crash)
+    sim.run_for(seconds - at_s - down_s)
+    sim.shutdown()
+    return sim

@@ -100,7 +100,7 @@ def test_an_aborted_transaction_is_aborted_everywhere_and_leaves_no_routing_stat
 class Rt:
     def __init__(self, variant, neighbors=()):
         self.name = "b"
-        self.config = {"params": {"variant": variant, "covering": "off"}, "neighbors": list(neighbors)}
+        self.config = {"params": {"variant": variant, "covering": "off", "settle": 0}, "neighbors": list(neighbors)}
         self.sent, self.logs = [], []
 
     def send(self, dst, msg):
@@ -111,6 +111,9 @@ class Rt:
 
     def call_later(self, *a):
         return None
+
+    def mono_ns(self):
+        return 0
 
 
 def acks(rt, kind):
@@ -180,3 +183,33 @@ def test_explicit_aborts_among_commits_keep_the_committed_ones_intact(variant):
         assert bool(dl[f"{tx}/5"]) == (o == "committed")
     (b2,) = sim.events("tx_tables", node="b2")  # D's standing subscriptions of aborted txs are back
     assert {s for s in b2["prt"] if s.startswith("d-0:s:")} == {"d-0:s:p0.0:3", "d-0:s:p0.0:6"}
+
+
+@pytest.mark.parametrize("variant", TX_VARIANTS)
+def test_a_broker_crash_mid_transaction_ends_every_transaction_all_or_nothing(variant):
+    from .harness import run_with_crash
+
+    sim = run_with_crash(variant, transactions=30, timeout=0.5)
+    ends = {e["tx"]: e["outcome"] for e in sim.events("tx_end")}
+    assert sorted(ends) == sorted(b["tx"] for b in sim.events("tx_begin")) and len(ends) == 30
+    assert sim.events("tx_proc", node="b2") and sim.events("broker_resync", node="b1")
+    # P4: every broker and client that took part learned the TXC's outcome, and only that one
+    seen = defaultdict(set)
+    for r in sim.events("tx_phase"):
+        if r["phase"] in ("commit", "abort"):
+            seen[(r["tx"], r["node"])].add("committed" if r["phase"] == "commit" else "aborted")
+    took = {(r["tx"], r["node"]) for r in sim.events("tx_proc")} | {(r["tx"], r["node"]) for r in sim.events("tx_phase")}
+    assert [k for k in took if seen[k] != {ends[k[0]]}] == []
+    outs = defaultdict(list)
+    for r in sim.events("tx_outcome"):
+        outs[(r["tx"], r["client"])].append(r["outcome"])
+    assert [k for k in {(r["tx"], r["client"]) for r in sim.events("tx_recv")} if outs[k] != [ends[k[0]]]] == []
+    # P3: committed publications delivered exactly once, aborted ones discarded
+    dl = defaultdict(int)
+    for r in sim.events("tx_deliver"):
+        dl[(r["client"], r["op_id"])] += 1
+    disc = {(r["client"], r["op_id"]) for r in sim.events("tx_discard")}
+    for r in sim.events("tx_recv"):
+        if r["kind"] in ("pub", "tcm"):
+            k = (r["client"], r["op_id"])
+            assert (dl[k] == 1) if ends[r["tx"]] == "committed" else (dl[k] == 0 and k in disc), (r, dl[k])
