@@ -133,6 +133,7 @@ class ScenarioHost(Node):
         self.committed = 0
         self.aborted = 0
         self._reg_timer: Any = None
+        self._last_begin_ns = 0
         self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
 
     # -- naming ------------------------------------------------------------------------
@@ -239,6 +240,8 @@ class ScenarioHost(Node):
             return
         self._running = True
         delay = max(0.0, (t0_wall_ns - self.rt.wall_ns()) / 1e9)
+        # no transaction begins later than `timeout` before the end: every begun one ends in the run
+        self._last_begin_ns = self.rt.mono_ns() + int((delay + duration_s - self.timeout) * 1e9)
         self.rt.call_later(delay, self._begin_all)
 
     async def stop_workload(self) -> None:
@@ -268,7 +271,7 @@ class ScenarioHost(Node):
             self._next(c, t)
 
     def _next(self, c: str, t: int) -> None:
-        if not self._running:
+        if not self._running or self.rt.mono_ns() > self._last_begin_ns:
             return
         q = self._queues[(c, t)]
         if not q:
