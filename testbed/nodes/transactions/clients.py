@@ -288,9 +288,9 @@ class ScenarioHost(Node):
         tx.timer = self.rt.call_later(self.timeout, self._on_timeout, tx.tx)
         getattr(self, f"_begin_{self.variant}")(tx)
 
-    def _op(self, tx: Tx, n: int, c: str, kind: str, trigger: str = "", deps: list[str] | None = None,
+    def _op(self, txid: str, n: int, c: str, kind: str, trigger: str = "", deps: list[str] | None = None,
             attrs: dict[str, Any] | None = None, f: str = "", sid: str = "") -> dict[str, Any]:
-        op_id = f"{tx.tx}/{n}"
+        op_id = f"{txid}/{n}"
         op: dict[str, Any] = {"id": op_id, "n": n, "kind": kind, "c": c}
         if attrs is not None:
             op["a"] = attrs
@@ -298,8 +298,8 @@ class ScenarioHost(Node):
             op["f"] = f
         if sid:
             op["sid"] = sid
-        self.rt.log("tx_op", tx=tx.tx, op_id=op_id, n=n, kind=kind, client=c,
-                    deps=deps if deps is not None else [f"{tx.tx}/{k}" for k in range(1, n)],
+        self.rt.log("tx_op", tx=txid, op_id=op_id, n=n, kind=kind, client=c,
+                    deps=deps if deps is not None else [f"{txid}/{k}" for k in range(1, n)],
                     trigger=trigger, filter=f, sub_id=sid)
         return op
 
@@ -316,12 +316,12 @@ class ScenarioHost(Node):
     _begin_dtxni = _begin_dtx
 
     def _dtx_op1(self, tx: Tx) -> None:
-        op = self._op(tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0})
+        op = self._op(tx.tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0})
         op["ctx"] = self._ctx(tx)
         self._send_op(tx.e, tx.tx, op, lambda: self._dtx_op5(tx))
 
     def _dtx_op5(self, tx: Tx) -> None:
-        op = self._op(tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1})
+        op = self._op(tx.tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1})
         self._send_op(tx.e, tx.tx, op, lambda: self._dtx_prepare(tx))
 
     def _explicit_abort(self, tx: Tx) -> bool:
@@ -374,10 +374,10 @@ class ScenarioHost(Node):
                4: [ids[4], tx.d, f, "usub"], 5: [ids[5], tx.e, "", "pub"]}
         tx.deps = [dep[k] for k in range(1, 6)]
         plan = {str(k): [dep[j] for j in range(1, k)] for k in range(1, 6)}
-        op1 = self._op(tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0}, deps=[])
+        op1 = self._op(tx.tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0}, deps=[])
         op1["ctx"] = {**self._ctx(tx), "plan": plan}
         self._send_op(tx.e, tx.tx, op1, None, deps=[])
-        op5 = self._op(tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1},
+        op5 = self._op(tx.tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1},
                        deps=[d[0] for d in plan["5"]])
         self._send_op(tx.e, tx.tx, op5, None, deps=plan["5"])
         if self._explicit_abort(tx):
@@ -387,14 +387,14 @@ class ScenarioHost(Node):
 
     # BL-WAIT: op1, wait, op5 (plain pub/sub)
     def _begin_blwait(self, tx: Tx) -> None:
-        op = self._op(tx, 1, tx.e, "pub", deps=[])
+        op = self._op(tx.tx, 1, tx.e, "pub", deps=[])
         self._pub(tx.e, {"p": tx.proc, "x": tx.n, "v": 0}, tx=tx.tx, op=op["id"], ctx=self._ctx(tx))
         self.rt.call_later(self.wait, self._blwait_op5, tx)
 
     def _blwait_op5(self, tx: Tx) -> None:
         if tx.ended:
             return
-        op = self._op(tx, 5, tx.e, "pub", deps=[f"{tx.tx}/1"])
+        op = self._op(tx.tx, 5, tx.e, "pub", deps=[f"{tx.tx}/1"])
         self._pub(tx.e, {"p": tx.proc, "x": tx.n, "v": 1}, tx=tx.tx, op=op["id"])
         tx.decided = "committed"
 
@@ -560,13 +560,9 @@ class ScenarioHost(Node):
     def _e_of_tx(txid: str) -> str:
         return txid.split(":", 1)[0].rsplit(".", 1)[0]
 
-    def _log_op(self, c: str, txid: str, n: int, kind: str, trigger: str, f: str = "", sid: str = "",
-                deps: list[str] | None = None) -> str:
-        op_id = f"{txid}/{n}"
-        self.rt.log("tx_op", tx=txid, op_id=op_id, n=n, kind=kind, client=c,
-                    deps=deps if deps is not None else [f"{txid}/{k}" for k in range(1, n)],
-                    trigger=trigger, filter=f, sub_id=sid)
-        return op_id
+    def _log_op(self, c: str, txid: str, n: int, kind: str, trigger: str, f: str = "", sid: str = "") -> str:
+        """BL-WAIT: log an operation issued as a plain pub/sub message; its id."""
+        return self._op(txid, n, c, kind, trigger=trigger, f=f, sid=sid)["id"]
 
     def _blwait_dispatch(self, c: str, ctx: dict[str, Any], trigger: str) -> None:
         txid, proc, x, agent = ctx["tx"], ctx["proc"], ctx["x"], ctx["agent"]
@@ -606,23 +602,20 @@ class ScenarioHost(Node):
         f = space_filter(proc, x)
         sid = standing_sid(c, proc, x)
 
-        class _T:  # a Tx-like view for _op's id and logging
-            tx = txid
-
         plan = ctx.get("plan") or {}
         d2 = [d[0] for d in plan.get("2", [])] if stx else None
         d4 = [d[0] for d in plan.get("4", [])] if stx else None
-        op2 = self._op(_T, 2, c, "tcm", trigger=op1["id"], deps=d2,
+        op2 = self._op(txid, 2, c, "tcm", trigger=op1["id"], deps=d2,
                        attrs={"class": "assign", "to": agent, "proc": proc, "inst": x})
         op2["ctx"] = ctx
         if stx:
             self._send_op(c, txid, op2, None, deps=plan.get("2", []))
-            o4 = self._op(_T, 4, c, "usub", trigger=op1["id"], deps=d4, f=f, sid=sid)
+            o4 = self._op(txid, 4, c, "usub", trigger=op1["id"], deps=d4, f=f, sid=sid)
             self._send_op(c, txid, o4, None, deps=plan.get("4", []))
             return
 
         def after_op2() -> None:
-            o4 = self._op(_T, 4, c, "usub", trigger=op1["id"], f=f, sid=sid)
+            o4 = self._op(txid, 4, c, "usub", trigger=op1["id"], f=f, sid=sid)
             self._send_op(c, txid, o4, lambda: self._send(c, {"k": "txack", "tx": txid, "op": op1["id"]}))
 
         self._send_op(c, txid, op2, after_op2)
@@ -631,11 +624,8 @@ class ScenarioHost(Node):
         proc, x = ctx["proc"], ctx["x"]
         f = space_filter(proc, x)
 
-        class _T:
-            tx = txid
-
         plan = ctx.get("plan") or {}
-        o3 = self._op(_T, 3, c, "sub", trigger=op2["id"],
+        o3 = self._op(txid, 3, c, "sub", trigger=op2["id"],
                       deps=[d[0] for d in plan.get("3", [])] if stx else None, f=f, sid=f"{txid}/3")
         if stx:
             self._send_op(c, txid, o3, None, deps=plan.get("3", []))
