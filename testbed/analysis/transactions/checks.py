@@ -253,8 +253,11 @@ def check_routing_state(ctx: AnalysisContext) -> CheckResult:
 
 # ---------------------------------------------------------------------------------- P6
 def commit_order_violations(phase: DataFrame) -> DataFrame:
-    """-> [tx1, tx2, node_12, node_21]: two brokers committed tx1, tx2 in opposite orders."""
-    c = phase.where(F.col("phase") == "commit").select("node", "tx", "t_rel_s", "m")
+    """-> [tx1, tx2, node_12, node_21]: two brokers committed tx1, tx2 in opposite orders.
+
+    A broker's first commit of a transaction counts (a restarted broker re-learns outcomes)."""
+    c = (phase.where(F.col("phase") == "commit").groupBy("node", "tx")
+         .agg(F.min_by("m", "t_rel_s").alias("m"), F.min("t_rel_s").alias("t_rel_s")))
     a, b = c.alias("a"), c.alias("b")
     before = (a.join(b, (F.col("a.node") == F.col("b.node")) & (F.col("a.tx") != F.col("b.tx"))
                      & (F.struct("a.t_rel_s", "a.m") < F.struct("b.t_rel_s", "b.m")))

@@ -450,6 +450,9 @@ class StxBroker(TxBroker):
         processed)."""
         super().on_peer_up(peer)
         if peer in self._nset:
+            for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
+                if hop != peer:
+                    self.rt.send(peer, {"k": "join", "c": c})
             for tx, sent in self.sent_ops.items():
                 for hop, msg in sent:
                     if hop == peer:

@@ -135,6 +135,10 @@ class ScenarioHost(Node):
         self._reg_timer: Any = None
         self._last_begin_ns = 0
         self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
+        # D: standing subscriptions an open transaction's op4 removes -> (client, sid); not
+        # re-issued to a restarted broker until the outcome says (abort: re-issued then)
+        self.removing: dict[str, tuple[str, str]] = {}
+        self.skipped: set[str] = set()  # tx ids whose standing subscription a re-issue skipped
 
     # -- naming ------------------------------------------------------------------------
     def inst(self, c: str) -> int:
@@ -217,7 +221,13 @@ class ScenarioHost(Node):
             for aid, f in self.advs[c].items():
                 self._send(c, {"k": "adv", "id": aid, "f": f})
                 nadv += 1
+            # (S-TX re-sends op4 after these, so there the subscription goes out and op4 removes it)
+            held = {sid: tx for tx, (cc, sid) in self.removing.items()
+                    if cc == c and self.variant != "stx"}
             for sid, f in self.subs[c].items():
+                if sid in held:
+                    self.skipped.add(held[sid])
+                    continue
                 self._send(c, {"k": "sub", "id": sid, "f": f})
                 nsub += 1
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
@@ -602,6 +612,7 @@ class ScenarioHost(Node):
         f = space_filter(proc, x)
         sid = standing_sid(c, proc, x)
 
+        self.removing[txid] = (c, sid)
         plan = ctx.get("plan") or {}
         d2 = [d[0] for d in plan.get("2", [])] if stx else None
         d4 = [d[0] for d in plan.get("4", [])] if stx else None
@@ -649,8 +660,14 @@ class ScenarioHost(Node):
             ctx = ctx or (op.get("ctx") or {})
         part.buffered.clear()
         # the standing state follows the outcome (so a re-sync re-issues the right subscriptions)
+        removing = self.removing.pop(txid, None)
         if outcome == "committed" and self.role == "dispatcher" and ctx:
             self.subs[c].pop(standing_sid(c, ctx["proc"], ctx["x"]), None)
+        if outcome == "aborted" and removing is not None and txid in self.skipped:
+            sid = removing[1]  # a restarted broker never got it back: subscribe again
+            if sid in self.subs[c]:
+                self._send(c, {"k": "sub", "id": sid, "f": self.subs[c][sid]})
+        self.skipped.discard(txid)
         if outcome == "committed" and self.role == "agent" and ctx.get("proc") is not None:
             self.subs[c][f"{txid}/3"] = space_filter(ctx["proc"], ctx["x"])
         if outcome == "committed" and op5 and self.role == "agent":
