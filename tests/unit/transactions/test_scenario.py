@@ -213,3 +213,21 @@ def test_a_broker_crash_mid_transaction_ends_every_transaction_all_or_nothing(va
         if r["kind"] in ("pub", "tcm"):
             k = (r["client"], r["op_id"])
             assert (dl[k] == 1) if ends[r["tx"]] == "committed" else (dl[k] == 0 and k in disc), (r, dl[k])
+
+
+@pytest.mark.parametrize("variant", TX_VARIANTS + ("blwait",))
+@pytest.mark.parametrize("shape", [{"threads": 5}, {"instances": 3}, {"threads": 2, "instances": 2}])
+def test_concurrent_threads_and_instances_commit_in_their_own_event_spaces(variant, shape):
+    sim = run(variant, seconds=12, transactions=24, **shape)
+    begins = sim.events("tx_begin")
+    assert len(begins) == 24 and {e["outcome"] for e in sim.events("tx_end")} == {"committed"}
+    assert routing_violations(sim) == []
+    n_inst = shape.get("instances", 1)
+    assert {b["dispatcher"] for b in begins} == {f"d-{i}" for i in range(n_inst)}
+    assert {b["agent"] for b in begins} == {f"a-{i}" for i in range(2 * n_inst)}
+    assert len({(b["client"], b["thread"]) for b in begins}) == n_inst * shape.get("threads", 1)
+    if variant == "dtx":  # concurrent transactions commit in one order everywhere
+        order = defaultdict(list)
+        for r in sim.events("tx_phase", phase="commit"):
+            order[r["node"]].append(r["tx"])
+        assert order["b1"] == order["b2"] == order["b3"]
