@@ -95,8 +95,7 @@ class TxBroker(Broker):
     def _flush_held(self) -> None:
         held, self._held = self._held or [], None
         if held:
-            self.rt.log("broker_bad_message", peer="", kind="held",
-                        reason=f"{len(held)} transaction message(s) held while the routing state settled")
+            self.rt.log("tx_held", count=len(held))
         for src, msg in held:
             self.on_message(src, msg)
 

@@ -38,3 +38,5 @@ declare("tx_tables", P, "A broker's routing tables at stop: {id: last hop} per S
         srt="json", prt="json", ssid="int")
 declare("tx_round", P, "Fig 9: a coordinator's dispatch round began (phase start) or ended (end).",
         client="str", round="int", phase="str")
+declare("tx_held", P, "A (re)started broker held transaction messages while it re-learned its routing "
+        "state (params.settle after its start), and now processes them.", count="int")
