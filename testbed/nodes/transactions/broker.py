@@ -14,6 +14,14 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
     txcmt   {k, tx, [d]} / txabt {k, tx}   flooded to brokers and to participating clients;
                                            acks txcmtack / txabtack combined toward the TXC
     join    {k, c}                         S-TX overlayJoinMsg: builds CRT[client] = next hop
+    txq     {k, tx, c}                     a client asks for an outcome it may have missed
+    txcmt/txabt with rs: true              an outcome re-sent after a reconnection: applied
+                                           where the transaction is open, passed on, not acked
+
+Recovery after a broker restart (docs/transactions.md): the restarted broker holds
+transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
+neighbours re-send recent outcomes (and, S-TX, their CRT and the operations of open
+transactions) when the connection comes back.
 
 Flood-and-collect (init, prep, cmt, abt): a broker forwards to every neighbour but the
 one it came from (cmt/abt also to the local clients that took part), then acknowledges
