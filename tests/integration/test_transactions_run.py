@@ -19,7 +19,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     out = {}
     for v in VARIANTS:
-        [rd] = api.run(str(TOPOS / f"fig5-{v}.yaml"), set_vars={"duration": "9s", "transactions": 20},
+        [rd] = api.run(str(TOPOS / f"fig5-{v}.yaml"), set_vars={"duration": "16s", "timeout": "2s", "transactions": 20},
                        runs_dir=str(root), analyze=False)
         out[v] = Path(rd.path)
     return out
