@@ -289,13 +289,19 @@ class TxBroker(Broker):
             return list(table.route(op["a"], frm))
         raise ValueError(f"unknown operation kind {kind!r}")
 
-    @staticmethod
-    def _undo(table: RoutingTable, undo: list[tuple]) -> None:
+    def _undo(self, table: RoutingTable, undo: list[tuple]) -> None:
+        """Apply the inverse operations, newest first, and send what they change to the
+        neighbours too: a neighbour that learned an entry from a routing re-sync (not as the
+        transaction's operation) has no undo entry for it. Each neighbour also undoes its own
+        part; a second removal or addition of the same id is a no-op."""
+        outs = []
         for step in reversed(undo):
             if step[0] == "usub":
-                table.unsubscribe(step[1], step[2])
+                outs += table.unsubscribe(step[1], step[2])
             else:
-                table.subscribe(step[1], step[2], step[3])
+                outs += table.subscribe(step[1], step[2], step[3])
+        if table is self.table:
+            self._emit(outs)
 
     def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
         fwd = {"k": "txop", "tx": tx, "op": msg["op"]}
