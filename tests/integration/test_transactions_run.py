@@ -89,7 +89,10 @@ def test_a_broker_crash_ends_every_transaction_with_one_outcome_and_no_partial_d
         starts = [e for e in events(run, "node_start") if e["node"] == "b2"]
         assert [e["restarted"] for e in starts] == [False, True]  # the crash and restart happened
         begun, ends = events(run, "tx_begin"), events(run, "tx_end")
-        assert len(begun) >= 15 and sorted(e["tx"] for e in ends) == sorted(e["tx"] for e in begun)
+        why = (v, len(begun), events(run, "node_error"),
+               {f.name: f.read_text()[-400:] for f in (run / "logs").glob("*.stderr") if f.read_text().strip()})
+        assert len(begun) >= 15, why
+        assert sorted(e["tx"] for e in ends) == sorted(e["tx"] for e in begun), why
         ing = ingest(spark, run, write=False)
         ctx = AnalysisContext.build(spark, run, json.loads((run / "plan.json").read_text()),
                                     json.loads((run / "manifest.json").read_text()), dict(ing))
