@@ -117,7 +117,6 @@ class Broker(Node):
             self._client_of[h] = key
         return h
 
-    _hop = hop_of  # the old private name (kept for code written against it)
 
     def origin(self, src: str, msg: dict[str, Any]) -> str | None:
         """The hop a routing message came from: the neighbour, or the client's hop for a
@@ -187,7 +186,6 @@ class Broker(Node):
                 send(o.dst, {"k": o.kind, "id": o.id})
             c[o.kind + "_out"] += 1
 
-    _emit = emit  # the old private name
 
     def on_pub(self, src: str, msg: dict[str, Any]) -> None:
         """The hot path: match, forward to each next hop once, group local clients per process."""
@@ -235,4 +233,3 @@ class Broker(Node):
                 send(proc, msg)
                 self._deliver_out += len(cids)
 
-    _on_pub = on_pub  # the old private name

@@ -181,6 +181,14 @@ class MatchIndex:
     """Keyed filters -> hops. Filters with an ``eq`` predicate are indexed by
     (attribute, value) (topic mode is one dict lookup); the rest are scanned."""
 
+    def clone(self) -> "MatchIndex":
+        """An independent copy (compiled entries are immutable once built, so they are shared)."""
+        n = MatchIndex.__new__(MatchIndex)
+        n._eq = {a: {v: dict(slot) for v, slot in byval.items()} for a, byval in self._eq.items()}
+        n._scan = dict(self._scan)
+        n._where = dict(self._where)
+        return n
+
     def __init__(self) -> None:
         self._eq: dict[str, dict[Any, dict[str, _Compiled]]] = {}
         self._scan: dict[str, _Compiled] = {}
@@ -263,8 +271,8 @@ class RoutingTable:
     def clone(self) -> "RoutingTable":
         """A deep, independent copy: changing either table afterwards never changes the other.
 
-        Filters are immutable and shared; every table, set and index is new (the match index
-        is rebuilt from the PRT). Attributes a subclass adds are copied shallowly: override
+        Filters and compiled matchers are immutable and shared; every table, entry, set and
+        index is new. Attributes a subclass adds are copied shallowly: override
         ``clone`` (calling ``super().clone()``) to copy them deeply.
         """
         t = copy.copy(self)
@@ -273,9 +281,7 @@ class RoutingTable:
         t.prt = {k: Entry(e.id, e.filter, e.hop) for k, e in self.prt.items()}
         t.wanted = {h: dict(d) for h, d in self.wanted.items()}
         t.sent = {h: dict(d) for h, d in self.sent.items()}
-        t.index = MatchIndex()
-        for e in t.prt.values():
-            t.index.add(e.id, e.filter, e.hop)
+        t.index = self.index.clone()
         t.tentative = {k: copy.copy(v) for k, v in self.tentative.items()}
         t.tentative_adv = {k: copy.copy(v) for k, v in self.tentative_adv.items()}
         t.changes = list(self.changes) if self.changes is not None else None  # Change is frozen

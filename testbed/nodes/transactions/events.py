@@ -1,0 +1,42 @@
+"""Events of the transactions protocol (spec section 3), declared once.
+
+Ids: a transaction is ``<coordinator client>.<thread>:<n>`` (``n`` counts from 1 per
+thread); an operation is ``<tx>/<n>`` with ``n`` = 1..5 the scenario's op number
+(op1 E's tcm/pub to D, op2 D's assign tcm to A, op3 A's sub, op4 D's usub, op5 E's pub).
+Outcomes are ``committed`` or ``aborted`` (BL-WAIT: ``committed`` = A acknowledged op5,
+``aborted`` = the timeout passed first).
+"""
+
+from testbed.nodes.runtime.events import declare
+
+P = "transactions"
+declare("tx_begin", P, "A TXC thread began a transaction (t = the latency timer's start).",
+        tx="str", client="str", thread="int", agent="str", dispatcher="str", variant="str")
+declare("tx_op", P, "A client issued a transaction operation (deps: op ids it must follow; "
+        "trigger: the op whose receipt made the client issue it, '' if none).",
+        tx="str", op_id="str", n="int", kind="str", client="str", deps="list[str]",
+        trigger="str", filter="str", sub_id="str")
+declare("tx_proc", P, "A broker processed a transaction operation (k: its processing counter; "
+        "dests: next hops, clients as '<process>/<client>').",
+        tx="str", op_id="str", kind="str", dests="list[str]", k="int")
+declare("tx_phase", P, "A broker's transaction phase step: init, prepare (conflict = the "
+        "conflict check's answer), commit, abort; ssid = the base snapshot (commit: the new one).",
+        tx="str", phase="str", ssid="int", conflict="bool")
+declare("tx_recv", P, "A client received a transaction operation (publications are buffered).",
+        client="str", tx="str", op_id="str", kind="str", n="int")
+declare("tx_deliver", P, "A client delivered a transaction publication to the application.",
+        client="str", tx="str", op_id="str", n="int")
+declare("tx_discard", P, "A client discarded a buffered publication of an aborted transaction.",
+        client="str", tx="str", op_id="str", n="int")
+declare("tx_outcome", P, "A client learned (or, at the TXC, decided) a transaction's outcome.",
+        client="str", tx="str", outcome="str")
+declare("tx_end", P, "A transaction ended at its TXC: latency_ms from tx_begin until the "
+        "agent's acknowledgement of op5 (committed), or until the abort (aborted); -1 if the "
+        "acknowledgement never came.",
+        tx="str", client="str", outcome="str", latency_ms="float", reason="str")
+declare("tx_tables", P, "A broker's routing tables at stop: {id: last hop} per SRT and PRT entry.",
+        srt="json", prt="json", ssid="int")
+declare("tx_round", P, "Fig 9: a coordinator's dispatch round began (phase start) or ended (end).",
+        client="str", round="int", phase="str")
+declare("tx_held", P, "A (re)started broker held transaction messages while it re-learned its routing "
+        "state (params.settle after its start), and now processes them.", count="int")
