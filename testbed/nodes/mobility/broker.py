@@ -467,19 +467,23 @@ class MobilityBroker(Broker):
         self._schedule_next(c)
 
     # (5) done
-    def _on_mdone(self, src: str, msg: dict[str, Any]) -> None:
-        path, mid = msg["path"], msg["mid"]
-        if path[0] != self.name:
+    def _at_source(self, msg: dict[str, Any]) -> "Coord | None":
+        """A message travelling back to the move's source: relayed on, or (at the source) its
+        coordinator (None when the move is unknown here)."""
+        if msg["path"][0] != self.name:
             self._along(msg, False)
-            return
-        co = self.coords.get(mid)
+            return None
+        return self.coords.get(msg["mid"])
+
+    def _on_mdone(self, src: str, msg: dict[str, Any]) -> None:
+        co = self._at_source(msg)
         if co is None:
             return
         c = self.copies.get(co.client)
         if c is not None and c.state == "stopped":
             del self.copies[co.client]
-        self.rt.log("client_state", mid=mid, client=co.client, copy="src", state="clean")
-        self.rt.log("move_step", mid=mid, client=co.client, step="done_recv")
+        self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="clean")
+        self.rt.log("move_step", mid=co.mid, client=co.client, step="done_recv")
         self._end_move(co, "commit")
 
     # abort (3PC timeout at the source)
@@ -564,11 +568,7 @@ class MobilityBroker(Broker):
         self._wave_check(wave)
 
     def _on_cdone(self, src: str, msg: dict[str, Any]) -> None:
-        path, mid = msg["path"], msg["mid"]
-        if path[0] != self.name:
-            self._along(msg, False)
-            return
-        co = self.coords.get(mid)
+        co = self._at_source(msg)
         if co is None:
             return
         co.sdone = True
@@ -663,50 +663,12 @@ class MobilityBroker(Broker):
             c.tracking.add(pub_id)
 
     def on_pub(self, src: str, msg: dict[str, Any]) -> None:
-        self._pub_in += 1
-        nset = self._nset
-        if src in nset:
-            frm = src
-        else:
-            key = (src, msg.get("c"))
-            frm = self._hops.get(key)  # type: ignore[arg-type]
-            if frm is None:
-                if not isinstance(key[1], str):
-                    self._bad(src, msg, "publication from a non-neighbour without a client id")
-                    return
-                frm = self.hop_of(src, key[1])
-        try:
-            hops = self.table.index.hops(msg["a"])
-        except (KeyError, AttributeError, TypeError) as e:
-            self._bad(src, msg, f"malformed pub: {e}")
-            return
-        hops.discard(frm)
+        """The pub/sub core's forwarding, plus the mobile clients hosted here (hops ``@<client>``)."""
+        hops = self.pub_next_hops(src, msg)
         if not hops:
-            self._unmatched += 1
             return
-        msg["h"] = msg.get("h", 0) + 1
-        send = self.rt.send
-        local: dict[str, list[str]] | None = None
-        mine: list[str] | None = None
-        client_of = self._client_of
-        for h in hops:
-            if h in nset:
-                send(h, msg)
-                self._pub_out += 1
-            elif h[0] == "@":
-                if mine is None:
-                    mine = [h[1:]]
-                else:
-                    mine.append(h[1:])
-            else:
-                proc, cid = client_of[h]
-                if local is None:
-                    local = {proc: [cid]}
-                elif proc in local:
-                    local[proc].append(cid)
-                else:
-                    local[proc] = [cid]
-        if mine is not None:
+        mine = [h[1:] for h in self.forward_pub(hops, msg) if h[0] == "@"]
+        if mine:
             q = (msg["id"], msg["c"], msg["s"], msg["t"], msg["h"])
             for cid in mine:
                 c = self.copies.get(cid)
@@ -718,11 +680,6 @@ class MobilityBroker(Broker):
                     c.queue.append(q)
                 else:
                     self.mcount["local_unmatched"] += 1
-        if local is not None:
-            for proc, cids in local.items():
-                msg["to"] = cids
-                send(proc, msg)
-                self._deliver_out += len(cids)
 
 
 def _broker_key(name: str) -> tuple[int, str]:

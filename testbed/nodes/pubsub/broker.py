@@ -189,9 +189,17 @@ class Broker(Node):
 
     def on_pub(self, src: str, msg: dict[str, Any]) -> None:
         """The hot path: match, forward to each next hop once, group local clients per process."""
+        hops = self.pub_next_hops(src, msg)
+        if hops:
+            rest = self.forward_pub(hops, msg)
+            if rest:
+                raise KeyError(f"publication {msg.get('id')!r} routed to unknown hops {sorted(rest)}")
+
+    def pub_next_hops(self, src: str, msg: dict[str, Any]) -> set[str] | None:
+        """Where a publication goes next: the last hops of matching PRT entries minus where it
+        came from (``msg["h"]``, its hop count, is incremented); None when nowhere (counted)."""
         self._pub_in += 1
-        nset = self._nset
-        if src in nset:
+        if src in self._nset:
             frm = src
         else:
             key = (src, msg.get("c"))
@@ -199,37 +207,50 @@ class Broker(Node):
             if frm is None:
                 if not isinstance(key[1], str):
                     self._bad(src, msg, "publication from a non-neighbour without a client id")
-                    return
+                    return None
                 frm = self.hop_of(src, key[1])
         try:
             hops = self.table.index.hops(msg["a"])
         except (KeyError, AttributeError, TypeError) as e:
             self._bad(src, msg, f"malformed pub: {e}")
-            return
+            return None
         hops.discard(frm)
         if not hops:
             self._unmatched += 1
-            return
+            return None
         msg["h"] = msg.get("h", 0) + 1
+        return hops
+
+    def forward_pub(self, hops: set[str], msg: dict[str, Any]) -> list[str]:
+        """Send a publication to the neighbours and the local client processes among ``hops``
+        (one frame per process, naming its clients); returns the hops that are neither (a
+        subclass's own kinds of hop), in no particular order."""
+        nset = self._nset
         send = self.rt.send
         local: dict[str, list[str]] | None = None
+        rest: list[str] = []
         client_of = self._client_of
         for h in hops:
             if h in nset:
                 send(h, msg)  # the runtime encodes at send time: one dict for every neighbour
                 self._pub_out += 1
+                continue
+            pc = client_of.get(h)
+            if pc is None:
+                rest.append(h)
+                continue
+            proc, cid = pc
+            if local is None:
+                local = {proc: [cid]}
+            elif proc in local:
+                local[proc].append(cid)
             else:
-                proc, cid = client_of[h]
-                if local is None:
-                    local = {proc: [cid]}
-                elif proc in local:
-                    local[proc].append(cid)
-                else:
-                    local[proc] = [cid]
+                local[proc] = [cid]
         if local is not None:
             # neighbours are served: reuse the same dict for the client processes
             for proc, cids in local.items():
                 msg["to"] = cids
                 send(proc, msg)
                 self._deliver_out += len(cids)
+        return rest
 
