@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
     sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
+    sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
+                                                        "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
     sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
     sp.add_argument("shell", choices=["bash", "zsh"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
@@ -261,6 +263,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                            provider=args.provider, progress=ui.progress_line,
                            points=parse_points_filter(args.points))
+        if args.json:
+            from testbed import jsonout
+            from testbed.experiments import papers
+
+            chosen = list(papers()) if args.protocol == "all" else [args.protocol]
+            doc = jsonout.reproduce_doc(report, chosen)
+            ui.plain(jsonout.dumps(doc))
+            return 0 if doc["ok"] else 3
         ui.plain(f"report: {report}")
         ui.plain(f"page: {report.parent / 'index.html'}")
         return 0

@@ -75,4 +75,30 @@ def run_doc(entries: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": entries}
 
 
-__all__ = ["strict", "dumps", "validate_doc", "up_doc", "run_entry", "run_doc", "SCHEMA_VERSION"]
+def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
+    """``testbed reproduce --json``: per paper reproduced, its claims with their verdicts, the history
+    checks, run counts and timings (read back from ``<out>/<paper>/result.json``); ``ok`` is false
+    when any claim failed."""
+    import json
+
+    out = Path(report_md).parent
+    docs = []
+    for name in papers:
+        f = out / name / "result.json"
+        if not f.exists():
+            continue
+        r = json.loads(f.read_text())
+        verdicts: dict[str, int] = {}
+        for c in r.get("claims", []):
+            verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+        docs.append({"paper": r.get("paper", name), "title": r.get("title"), "scale": r.get("scale"),
+                     "figures": r.get("figures"), "timings": r.get("timings"), "stats": r.get("stats"),
+                     "verdicts": verdicts, "claims": r.get("claims", []), "checks": r.get("checks"),
+                     "result": str(f)})
+    return {"schema": SCHEMA_VERSION, "command": "reproduce", "report": str(report_md),
+            "page": str(Path(report_md).parent / "index.html"),
+            "ok": not any(d["verdicts"].get("fail", 0) for d in docs), "papers": docs}
+
+
+__all__ = ["strict", "dumps", "validate_doc", "up_doc", "run_entry", "run_doc", "reproduce_doc",
+           "SCHEMA_VERSION"]
