@@ -242,6 +242,11 @@ def read_event(spark: SparkSession, path: str | Path, et: EventType, t0_wall_ns:
 
 def select_event(df: DataFrame, et: EventType, t0) -> DataFrame:
     """Stored columns -> the ingested columns of ``et``; ``t0`` a number or a Column (ns)."""
+    return df.select(*event_columns(et, t0))
+
+
+def event_columns(et: EventType, t0) -> list:
+    """The :func:`output_schema` columns of ``et`` as expressions over the stored columns."""
     s = struct_col(et.name)
     cols = []
     for f in output_schema(et).fields:
@@ -255,7 +260,7 @@ def select_event(df: DataFrame, et: EventType, t0) -> DataFrame:
         else:
             c = F.col(f"{s}.{f.name}")
         cols.append(c.cast(f.dataType).alias(f.name))
-    return df.select(*cols)
+    return cols
 
 
 def inline_types(registry: dict[str, EventType], protocol: str | None) -> list[EventType]:
