@@ -38,10 +38,12 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--subscribers", type=int, default=8)
     ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session")
+    ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
+                                                     "what `testbed analyze` uses for logs over 256 MB)")
     args = ap.parse_args()
 
     t = time.monotonic()
-    spark = spark_session()
+    spark = spark_session(java_opts=args.java_opts)
     spark.range(1).count()
     startup = time.monotonic() - t
     print(f"spark start-up: {startup:.2f} s")
@@ -102,7 +104,7 @@ def main() -> None:
     out = HERE / "results" / "analysis.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"spark_startup_s": round(startup, 2), "master": "local[2]",
-                               "duration_s": args.duration, "runs": rows, "slope": slope, "batch": batch,
+                               "duration_s": args.duration, "java_opts": args.java_opts, "runs": rows, "slope": slope, "batch": batch,
                                "load_average": [round(x, 2) for x in load], "cores": os.cpu_count()},
                               indent=1) + "\n")
     print(f"wrote {out}")
