@@ -455,11 +455,14 @@ def _read_meta(root: Path) -> dict[str, Any] | None:
 
 
 def load_parquet(spark: SparkSession, run_dir: str | Path, *, meta: dict[str, Any] | None = None) -> dict[str, DataFrame]:
-    """Re-open what :func:`ingest` stored (re-analysis without re-parsing the logs); {} if nothing usable."""
-    root = Path(run_dir) / "analysis" / "parquet"
-    meta = meta if meta is not None else _read_meta(root)
+    """Re-open what :func:`ingest` stored (re-analysis without re-parsing the logs).
+
+    Without ``meta``, this is :func:`ingest` with reuse: the stored Parquet when it is current (no
+    Spark job), else the logs are ingested again (an older storage format, changed logs).
+    """
     if meta is None:
-        return {}
+        return dict(ingest(spark, run_dir))
+    root = Path(run_dir) / "analysis" / "parquet"
     registry = all_events()
     out: dict[str, DataFrame] = {}
     for ev in sorted(meta["report"]["events"]):

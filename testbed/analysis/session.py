@@ -144,6 +144,18 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     return n
 
 
+def java_error(e: BaseException) -> str:
+    """The useful line of a (Py4J-wrapped) Java exception: its message, without the wrapper and stack."""
+    import re
+
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.match(r"^:?\s*[\w.$]+(?:Exception|Error): (.+)$", ln)
+        if m:
+            return m.group(1)
+    return lines[0] if lines else type(e).__name__
+
+
 def spark_session(master: str | None = None, app: str = "testbed", *,
                   conf: dict[str, str] | None = None, java_opts: str = "") -> SparkSession:
     """A SparkSession for one analysis (master: see the module doc; e.g. ``spark://h:7077``).
@@ -185,7 +197,6 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
     try:
         spark = builder.getOrCreate()
     except Exception as e:  # noqa: BLE001 - a JVM/cluster start failure is one line for the user
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise AnalysisError(f"spark ({master}): cannot start a session: {first[:300]}") from None
+        raise AnalysisError(f"spark ({master}): cannot start a session: {java_error(e)[:300]}") from None
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.spark_cluster, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_MEMORY = "512m"
-EXECUTOR_MEMORY = "400m"
+EXECUTOR_MEMORY = "480m"  # Spark refuses executors under 450 MiB
 
 
 def _spark_home() -> Path:
