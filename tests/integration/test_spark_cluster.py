@@ -137,8 +137,7 @@ def test_cluster_analysis_and_multi_run_figure_match_local_mode(cluster, tmp_pat
     url, logs = cluster
     a = make_run_dir(tmp_path / "a", run_id="run-a", duration_s=12, publishers=2, subscribers=2, rate_per_s=5,
                      stall=(4.0, 6.0), duplicate=True)
-    b = make_run_dir(tmp_path / "b", run_id="run-b", duration_s=8, publishers=1, subscribers=1, rate_per_s=4,
-                     stall=None, lost=True)
+    b = make_run_dir(tmp_path / "b", run_id="run-b", lost=True, torn=False, unknown_event=False, stall=(8.0, 10.0))
     local = {s.path.name: tmp_path / "local" / s.path.name for s in (a, b)}
     for s in (a, b):
         shutil.copytree(s.path, local[s.path.name])
@@ -158,7 +157,8 @@ def test_cluster_analysis_and_multi_run_figure_match_local_mode(cluster, tmp_pat
         assert m_cluster == m_local
     verdicts = dict((n, ok) for n, ok, *_ in _outcome(a.path)[0])
     assert verdicts == {"no_duplicates": False, "filter_match": True, "fifo": True, "completeness": True}
-    assert dict((n, ok) for n, ok, *_ in _outcome(b.path)[0])["completeness"] is False
+    assert dict((n, ok) for n, ok, *_ in _outcome(b.path)[0]) == {
+        "no_duplicates": True, "filter_match": True, "fifo": True, "completeness": False}
 
     # a figure's multi-run read: one scan over both runs' Parquet, on the cluster and locally
     fig_cluster = _py("-c", FIGURE_SNIPPET, url, f"{a.path},{b.path}", f"spark.executor.memory={EXECUTOR_MEMORY}")
