@@ -321,7 +321,8 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
         old = _read_meta(pq_root)
         if old is not None and old.get("fingerprint") == fp:
             out = Ingested(load_parquet(spark, run, meta=old))
-            out.report = IngestReport(**old["report"])
+            known = IngestReport.__dataclass_fields__
+            out.report = IngestReport(**{k: v for k, v in old["report"].items() if k in known})
             out.report.reused = True
             return out
 
