@@ -102,12 +102,8 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         from testbed.analysis.session import resolve_master
 
         progress(f"analysis: starting Spark ({resolve_master(spark_master)})")
-        from testbed.analysis.session import LARGE_INPUT_BYTES, LARGE_INPUT_JAVA_OPTS
-
         own = SparkSession.getActiveSession() is None
-        big = sum(p.stat().st_size for p in (path / "logs").glob("*.jsonl")) > LARGE_INPUT_BYTES
-        spark = spark_session(spark_master, app=f"testbed-analyze-{path.name}",
-                              java_opts=LARGE_INPUT_JAVA_OPTS if big else "")
+        spark = spark_session(spark_master, app=f"testbed-analyze-{path.name}")
     try:
         from testbed.analysis.session import tune_for_input
 
