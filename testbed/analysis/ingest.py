@@ -128,73 +128,6 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     )
 
 
-# A node writes each line's header first, in this order (eventlog.py); the event type read from
-# that prefix by a regular expression only picks which schema parses the line (the line is parsed
-# once, with its type's full schema); the parse then confirms it. A line that does not start like
-# that, or whose parse disagrees, takes the general path: header parse, then its type's parse.
-HEADER_RE = (r'^\s*\{\s*"t"\s*:\s*-?\d+\s*,\s*"m"\s*:\s*-?\d+\s*,\s*"node"\s*:\s*"[^"\\]*"\s*,'
-             r'\s*"ev"\s*:\s*"([^"\\]*)"')
-
-
-def parse_once(lines: DataFrame, inline: list[EventType], registry: dict[str, EventType]) -> DataFrame:
-    """[file, value] -> [file, value, t, m, node, ev, _part, e_<ev>... for ``inline``].
-
-    ``_part`` is the event type, ``_malformed`` (not a JSON object with integer ``t``, ``node`` and
-    ``ev``) or ``_unknown`` (a type missing from the registry); ``e_<ev>`` holds the declared fields
-    of a line of an inline type (null otherwise). Same result as :func:`parse_lines` followed by
-    one parse per type, with one JSON parse per line on the common path.
-    """
-    opts = {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}
-    common = [T.StructField(k, spark_type(v), True) for k, v in COMMON_FIELDS.items()]
-    corrupt = [T.StructField(CORRUPT, T.StringType(), True)]
-    guess = F.regexp_extract("value", HEADER_RE, 1)
-    fast_cols = [
-        F.when(F.col("_guess") == et.name,
-               F.from_json("value", T.StructType(common + list(_fields_schema(et).fields) + corrupt), opts))
-        .alias(f"_f_{et.name}")
-        for et in inline
-    ]
-    a = (
-        lines.select("file", "value").where(F.trim("value") != "")
-        .withColumn("_guess", guess)
-        .select("file", "value", "_guess", *fast_cols)
-    )
-
-    def fine(c):
-        return (c.isNotNull() & c[CORRUPT].isNull() & c["t"].isNotNull() & c["node"].isNotNull()
-                & (c["ev"] == F.col("_guess")))
-
-    fast = F.lit(False)
-    for et in inline:
-        fast = fast | F.coalesce(fine(F.col(f"_f_{et.name}")), F.lit(False))
-    b = a.withColumn("_fast", fast).withColumn(
-        "_h", F.when(~F.col("_fast"), F.from_json("value", T.StructType(common + corrupt), opts)))
-    h = F.col("_h")
-    slow_ok = h.isNotNull() & h[CORRUPT].isNull() & h["t"].isNotNull() & h["node"].isNotNull() & h["ev"].isNotNull()
-
-    def header(k):
-        return F.when(F.col("_fast"), F.coalesce(*[F.col(f"_f_{et.name}")[k] for et in inline])).otherwise(h[k])
-
-    ok = F.col("_fast") | F.coalesce(slow_ok, F.lit(False))
-    ev = header("ev")
-    part = F.when(~ok, F.lit(MALFORMED)).when(ev.isin(list(registry)), ev).otherwise(F.lit(UNKNOWN))
-    c = (
-        b.withColumn(_PART, part)
-        .select("file", "value", *[header(k).alias(k) for k in COMMON_FIELDS], _PART, "_fast", "_guess",
-                *[f"_f_{et.name}" for et in inline])
-    )
-    structs = []
-    for et in inline:
-        f = F.col(f"_f_{et.name}")
-        from_fast = F.struct(*[f[k].alias(k) for k in et.fields])
-        structs.append(
-            F.when(F.col("_fast") & (F.col("_guess") == et.name), from_fast)
-            .when(~F.col("_fast") & (F.col(_PART) == et.name), F.from_json("value", _fields_schema(et)))
-            .alias(struct_col(et.name))
-        )
-    return c.select("file", "value", *COMMON_FIELDS, _PART, *structs)
-
-
 def events_of(parsed: DataFrame, et: EventType) -> DataFrame:
     """[value, ev, ok, ...] -> the typed columns of one event type (registry order)."""
     schema = event_schema(et)
@@ -403,12 +336,18 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
         spark.read.text([str(p) for p in logs])
         .select(F.col("_metadata.file_name").alias("file"), "value")
     )
-    parsed = parse_once(lines, inline, registry)
-    wide = with_time(parsed, nodes, offsets, 0)
+    parsed = parse_lines(lines)
+    part = (
+        F.when(~F.col("ok"), F.lit(MALFORMED))
+        .when(F.col("ev").isin(list(registry)), F.col("ev"))
+        .otherwise(F.lit(UNKNOWN))
+    )
+    wide = with_time(parsed.withColumn(_PART, part), nodes, offsets, 0)
     cols = [F.col("file"), F.col("ev").alias("ev_name")]
     cols += [F.col(k) for k in COMMON_FIELDS if k != "ev"]
     cols += [F.col("host"), F.col("site"), F.col("t_corr")]
-    cols += [F.col(struct_col(et.name)) for et in inline]
+    cols += [F.when(F.col(_PART) == et.name, F.from_json("value", _fields_schema(et))).alias(struct_col(et.name))
+             for et in inline]
     cols += [F.when(~F.col(_PART).isin(inline_names), F.col("value")).alias("raw"), F.col(_PART)]
     stored = wide.select(*cols)
 
