@@ -101,3 +101,25 @@ def test_reingest_of_an_unchanged_run_reuses_the_parquet_and_other_protocols_eve
     third = ingest(spark, run)
     assert not third.report.reused and third.report.events == {"g_peer": 1, "publish": 2}
     assert ingest(spark, run, reuse=False).report.reused is False
+
+
+def test_key_order_field_type_mismatch_and_torn_lines(spark, tmp_path):
+    """Any key order parses the same; a field of the wrong type is null (the event is kept); a line
+    torn after a valid header is malformed."""
+    sec = 1_000_000_000
+    fields = dict(client="pubs-0", pub_id="pubs-0:1", seq=1, attrs={"class": "STOCK"}, size=10, broker="b1")
+    canonical = line(t=T0 + sec, m=1, node="pubs", ev="publish", **fields)
+    reordered = json.dumps({"ev": "publish", "node": "pubs", **{**fields, "pub_id": "pubs-0:2"}, "m": 2,
+                            "t": T0 + sec}) + "\n"
+    mismatch = line(t=T0 + sec, m=3, node="pubs", ev="publish", **{**fields, "pub_id": "pubs-0:3", "seq": "x"})
+    torn = line(t=T0 + sec, m=4, node="pubs", ev="publish", **fields)[:70] + "\n"
+    run = write_run(tmp_path, {"pubs": canonical + reordered + mismatch + torn})
+    ev = ingest(spark, run)
+    assert ev.report.malformed == 1 and ev.report.events == {"publish": 3}
+    rows = {r["pub_id"]: r for r in ev["publish"].collect()}
+    assert rows["pubs-0:1"]["seq"] == 1 and rows["pubs-0:2"]["seq"] == 1
+    assert rows["pubs-0:3"]["seq"] is None and rows["pubs-0:3"]["size"] == 10  # kept, the bad field null
+    for r in rows.values():
+        assert r["node"] == "pubs" and r["ev"] == "publish" and r["t_rel_s"] == pytest.approx(1.0)
+        assert json.loads(r["attrs"]) == {"class": "STOCK"}
+    assert sorted(r["m"] for r in rows.values()) == [1, 2, 3]
