@@ -35,9 +35,9 @@ from testbed.errors import AnalysisError
 DEFAULT_MASTER = "local[2]"
 MASTER_ENV = "TESTBED_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
-# Shuffle partitions follow the input: one per this many bytes of JSON lines, at least 1 and at
-# most 8 per executor core (AQE coalesces small ones further).
+# Shuffle partitions follow the input (see shuffle_partitions_for; AQE coalesces small ones further).
 BYTES_PER_SHUFFLE_PARTITION = 48 << 20
+SMALL_INPUT_BYTES = 16 << 20
 # Process-wide defaults set by the CLI (--spark-master, --spark-conf); see configure().
 _CONFIGURED: dict = {"master": None, "conf": {}}
 
@@ -126,8 +126,16 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
 
 
 def shuffle_partitions_for(input_bytes: int, cores: int = 2) -> int:
-    """Shuffle partitions for an input of ``input_bytes`` of JSON lines on ``cores`` executor cores."""
-    return max(1, min(8 * max(cores, 1), math.ceil(input_bytes / BYTES_PER_SHUFFLE_PARTITION)))
+    """Shuffle partitions for an input of ``input_bytes`` of JSON lines on ``cores`` executor cores.
+
+    A small input (under ``SMALL_INPUT_BYTES``) gets one (no per-task overhead); a larger one at
+    least one per core (every core busy after a shuffle), one per ``BYTES_PER_SHUFFLE_PARTITION``,
+    at most 8 per core.
+    """
+    cores = max(cores, 1)
+    if input_bytes < SMALL_INPUT_BYTES:
+        return 1
+    return max(cores, min(8 * cores, math.ceil(input_bytes / BYTES_PER_SHUFFLE_PARTITION)))
 
 
 def tune_for_input(spark: SparkSession, input_bytes: int) -> int:

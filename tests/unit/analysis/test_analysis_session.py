@@ -49,7 +49,9 @@ def test_unreachable_master_is_a_one_line_error_and_a_listening_one_passes():
 
 def test_shuffle_partitions_follow_the_input():
     assert S.shuffle_partitions_for(0) == 1
-    assert S.shuffle_partitions_for(10 << 20) == 1
+    assert S.shuffle_partitions_for(10 << 20) == 1  # small: one task, no overhead
+    assert S.shuffle_partitions_for(32 << 20) == 2  # every core busy
+    assert S.shuffle_partitions_for(32 << 20, cores=8) == 8
     assert S.shuffle_partitions_for(200 << 20) == 5
     assert S.shuffle_partitions_for(10 << 30, cores=2) == 16  # capped at 8 per core
 
