@@ -52,7 +52,9 @@ SMALL_DATA_JAVA_OPTS = "-XX:+UseSerialGC"
 # One short-lived JVM per analysis: C1-only JIT halves the cold start of the first jobs (measured:
 # ingest of the smoke run 21 s -> 10 s) and costs little on run-sized data. For very large runs put
 # TESTBED_SPARK_JAVA_OPTS="-XX:TieredStopAtLevel=4" (appended last, so it wins) to get C2 back.
-DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1"
+# C1-only JVMs get a 48 MB code cache; a long session (a batch of runs, a 1M-event benchmark) filled
+# it on the base code ("CodeCache is full. Compiler has been disabled.") and ran interpreted from then on.
+DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Measured under load on the 1.17M-event benchmark (docs/benchmarks.md): C2 halves the ingest
 # (45 s vs 101 s) but the many short check queries got slower (205 s vs 144 s in all), so C1 stays.
 
