@@ -1,10 +1,15 @@
 """Analysis benchmark: analyze() wall time per phase on synthetic run directories of growing size.
 
-    .venv/bin/python benchmarks/bench_analysis.py [--rates 5 50 200] [--duration 60] [--subscribers 8]
+    .venv/bin/python benchmarks/bench_analysis.py [--rates 5 50 200 1500] [--duration 60] [--subscribers 8]
+                                                 [--batch 8]
 
 Each size is one synthetic pub/sub run (testbed.testing.synthetic: 2 publishers,
 ``--subscribers`` STOCK subscribers + 1 narrower one, a 2 s stall) analysed end to end
 with one local[2] SparkSession shared by all sizes (its start-up is timed separately).
+Also measured: re-analysis of the smallest run (its stored Parquet reused, no JSON parse),
+the cost slope (seconds per million events, least squares over the sizes) and, with
+``--batch N``, N small runs analysed in the one session (``api.analyze_runs``): the fixed
+cost per run. The machine's load average is recorded with the numbers.
 Prints the numbers and writes benchmarks/results/analysis.json.
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -31,10 +37,13 @@ def main() -> None:
     ap.add_argument("--rates", type=float, nargs="+", default=[5.0, 50.0, 200.0], help="msgs/s per publisher")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--subscribers", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session")
+    ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
+                                                     "what `testbed analyze` uses for logs over 256 MB)")
     args = ap.parse_args()
 
     t = time.monotonic()
-    spark = spark_session()
+    spark = spark_session(java_opts=args.java_opts)
     spark.range(1).count()
     startup = time.monotonic() - t
     print(f"spark start-up: {startup:.2f} s")
@@ -57,18 +66,64 @@ def main() -> None:
             res = analyze(syn.path, spark=spark, progress=progress)
             total = time.monotonic() - t
             row = {"rate_per_publisher": rate, "events": syn.events, "deliveries": syn.deliveries,
+                   "input_mb": round(res.ingest.get("input_bytes", 0) / 1e6, 1),
                    "generate_s": round(gen_s, 2), "analyze_s": round(total, 2),
                    "events_per_s": round(syn.events / total), "phases_s": phases,
-                   "checks_passed": sum(c.passed for c in res.checks), "checks": len(res.checks)}
+                   "checks_passed": sum(c.passed for c in res.checks), "checks": len(res.checks),
+                   "verdicts": {c.name: [c.passed, c.violations, c.attributed] for c in res.checks}}
+            if i == 0:  # re-analysis of an unchanged run: the stored Parquet is reused
+                phases = {}
+                t = time.monotonic()
+                again = analyze(syn.path, spark=spark, progress=progress)
+                row["reanalyze_s"] = round(time.monotonic() - t, 2)
+                row["reanalyze_phases_s"] = phases
+                row["reanalyze_reused_parquet"] = bool(again.ingest.get("reused"))
             rows.append(row)
             print(f"{syn.events:>8} events ({syn.deliveries} deliveries): analyze {total:6.2f} s "
-                  f"({row['events_per_s']} events/s)  phases {phases}")
+                  f"({row['events_per_s']} events/s)  phases {row['phases_s']}"
+                  + (f"  re-analysis {row['reanalyze_s']} s (reused Parquet: {row['reanalyze_reused_parquet']})"
+                     if "reanalyze_s" in row else ""))
+        batch = None
+        if args.batch:
+            from testbed.api import analyze_runs
+
+            dirs = [str(make_run_dir(Path(tmp) / f"batch{j}", run_id=f"batch-{j}", duration_s=20.0, publishers=2,
+                                     subscribers=2, rate_per_s=5.0).path) for j in range(args.batch)]
+            t = time.monotonic()
+            analyze_runs(dirs)  # reuses the benchmark's active session
+            b_s = time.monotonic() - t
+            batch = {"runs": args.batch, "total_s": round(b_s, 2), "per_run_s": round(b_s / args.batch, 2)}
+            print(f"batch: {args.batch} small runs in one session: {b_s:.2f} s ({b_s / args.batch:.2f} s per run)")
     spark.stop()
+    slope = _slope([(r["events"], r["analyze_s"]) for r in rows])
+    if slope:
+        print(f"cost: {slope['s_per_million_events']} s per million events + {slope['intercept_s']} s "
+              f"({slope['marginal_events_per_s']} events/s marginal)")
+    load = os.getloadavg()
+    print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     out = HERE / "results" / "analysis.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"spark_startup_s": round(startup, 2), "master": "local[2]",
-                               "duration_s": args.duration, "runs": rows}, indent=1) + "\n")
+                               "duration_s": args.duration, "java_opts": args.java_opts, "runs": rows, "slope": slope, "batch": batch,
+                               "load_average": [round(x, 2) for x in load], "cores": os.cpu_count()},
+                              indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def _slope(points: list[tuple[int, float]]) -> dict | None:
+    """Least-squares line seconds = a + b * events over the sizes."""
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if not sxx:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx
+    a = my - b * mx
+    return {"s_per_million_events": round(b * 1e6, 2), "intercept_s": round(a, 2),
+            "marginal_events_per_s": round(1 / b) if b > 0 else None}
 
 
 if __name__ == "__main__":

@@ -493,33 +493,47 @@ def _write_sweep_index(root: Path, runs: list[RunDir]) -> None:
     (root / "sweep.json").write_text(json.dumps(rows, indent=1))
 
 
-def analyze_run(run_dir: str, *, spark_master: str | None = None, progress: Progress = _quiet, spark=None):
+def analyze_run(run_dir: str, *, spark_master: str | None = None, progress: Progress = _quiet, spark=None,
+                reuse: bool = True):
     """Spark: ingest the logs, run the checks, write figures and the report."""
     from testbed.analysis.job import analyze as _analyze
 
     rd = RunDir(run_dir)
     if not rd.exists():
         raise UsageError(f"{run_dir}: not a run directory (no plan.json)")
-    result = _analyze(str(rd.path), spark_master=spark_master, progress=progress, spark=spark)
+    result = _analyze(str(rd.path), spark_master=spark_master, progress=progress, spark=spark, reuse=reuse)
     rd.update_manifest(status="analyzed")
     return result
 
 
-def _analyze_all(runs: list[RunDir], spark_master: str | None, progress: Progress) -> None:
-    """Analyse several runs in one Spark session (started once; stopped only if we started it)."""
+def analyze_runs(run_dirs: list[str], *, spark_master: str | None = None, progress: Progress = _quiet,
+                 reuse: bool = True) -> list:
+    """Analyse several run directories in one Spark session (started once; stopped only if we started it)."""
     from pyspark.sql import SparkSession
 
-    from testbed.analysis.session import spark_session
+    from testbed.analysis.session import resolve_master, spark_session
 
+    for d in run_dirs:  # every directory checked before Spark starts
+        if not RunDir(d).exists():
+            raise UsageError(f"{d}: not a run directory (no plan.json)")
     had = SparkSession.getActiveSession() is not None
-    progress(f"analysis: starting Spark ({spark_master or 'local[2]'})" if not had else "analysis: reusing Spark")
+    progress(f"analysis: starting Spark ({resolve_master(spark_master)})" if not had else "analysis: reusing Spark")
     spark = spark_session(spark_master)
     try:
-        for rd in runs:
-            analyze_run(str(rd.path), spark_master=spark_master, progress=progress, spark=spark)
+        out = []
+        for i, d in enumerate(run_dirs):
+            if len(run_dirs) > 1:
+                progress(f"analysis [{i + 1}/{len(run_dirs)}]: {d}")
+            out.append(analyze_run(str(d), spark_master=spark_master, progress=progress, spark=spark, reuse=reuse))
+        return out
     finally:
         if not had:
             spark.stop()
+
+
+def _analyze_all(runs: list[RunDir], spark_master: str | None, progress: Progress) -> None:
+    """Analyse several runs in one Spark session (started once; stopped only if we started it)."""
+    analyze_runs([str(rd.path) for rd in runs], spark_master=spark_master, progress=progress)
 
 
 def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
@@ -553,5 +567,6 @@ def image_build(*, base: str | None = None, offline_base: bool = False, progress
 
 __all__ = [
     "parse_set", "plans", "validate", "graph", "up", "down", "status", "log_lines", "inject", "run", "run_one",
-    "analyze_run", "run_checks", "wipe", "image_build", "bring_up", "schedule", "teardown", "Session",
+    "analyze_run", "analyze_runs", "run_checks", "wipe", "image_build", "bring_up", "schedule", "teardown",
+    "Session",
 ]

@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("run", help="the whole experiment: up, workload + faults, collect, down, analyse")
     topo(sp)
     sp.add_argument("--no-analyze", action="store_true", help="skip the Spark analysis")
-    sp.add_argument("--spark-master", help="Spark master URL (default local[2])")
+    _spark_args(sp)
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("down", help="stop a run (default: the latest active one); idempotent")
     sp.add_argument("run", nargs="?", help="run id or directory")
@@ -72,9 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("inject", help="inject a fault now, e.g. '{crash: b2}' or '{cut: [a, b], for: 5s}'")
     sp.add_argument("fault")
     sp.add_argument("--run")
-    sp = sub.add_parser("analyze", help="Spark: ingest a run's logs, check, plot, report")
-    sp.add_argument("run_dir")
-    sp.add_argument("--spark-master")
+    sp = sub.add_parser("analyze", help="Spark: ingest runs' logs, check, plot, report (several runs: one session)")
+    sp.add_argument("run_dir", nargs="+")
+    _spark_args(sp)
+    sp.add_argument("--reparse", action="store_true", help="parse the logs again even if the stored Parquet is current")
     sub.add_parser("wipe", help="remove everything testbed ever started here (processes, containers, networks)")
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
     from testbed.experiments import paper_names
@@ -88,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
+    _spark_args(sp)
     sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
     sp.add_argument("shell", choices=["bash", "zsh"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
@@ -97,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="first make a local Debian base with debootstrap (no registry needed)")
     b.add_argument("--base", help="base image (default python:3.11-slim)")
     return p
+
+
+def _spark_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--spark-master", metavar="URL",
+                    help="Spark master (default $TESTBED_SPARK_MASTER, else local[2]), e.g. spark://host:7077")
+    sp.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting, e.g. spark.executor.memory=4g (repeatable)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +142,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     from testbed import api, ui
 
     rd = args.runs_dir
+    if getattr(args, "spark_master", None) or getattr(args, "spark_conf", None):
+        from testbed.analysis.session import configure, parse_conf
+
+        configure(args.spark_master, parse_conf(args.spark_conf))
     if getattr(args, "accept_unknown_host_keys", False):
         from testbed.providers.engine import ACCEPT_ENV
 
@@ -245,13 +258,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.cmd == "analyze":
         with ui.LiveAnalyze() as live:
-            res = api.analyze_run(args.run_dir, spark_master=args.spark_master, progress=live.line)
-        ui.plain(f"report: {res.report}")
-        if res.report_html is not None:
-            ui.plain(f"report: {res.report_html}")
-        for f in res.figures:
-            ui.plain(f"figure: {f}")
-        return 0 if res.ok else 3
+            results = api.analyze_runs(args.run_dir, spark_master=args.spark_master, progress=live.line,
+                                       reuse=not args.reparse)
+        for res in results:
+            ui.plain(f"report: {res.report}")
+            if res.report_html is not None:
+                ui.plain(f"report: {res.report_html}")
+            for f in res.figures:
+                ui.plain(f"figure: {f}")
+        return 0 if all(r.ok for r in results) else 3
     if args.cmd == "wipe":
         removed = api.wipe(ui.progress_line, runs_dir=rd)
         ui.plain(f"wiped {len(removed)} resources")

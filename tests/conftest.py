@@ -1,6 +1,6 @@
 """Suite-wide rules.
 
-In CI (``CI=true``) a skipped test marked ``docker``, ``ssh`` or ``browser`` fails the run:
+In CI (``CI=true``) a skipped test marked ``docker``, ``ssh``, ``browser`` or ``spark_cluster`` fails the run:
 those tests exist to exercise the real engine, real SSH and a real browser, and a skip would
 hide untested code.
 """
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-_REQUIRED_MARKERS = ("docker", "ssh", "browser")
+_REQUIRED_MARKERS = ("docker", "ssh", "browser", "spark_cluster")
 _skipped_required: list[str] = []
 
 
@@ -26,7 +26,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if in_ci() and _skipped_required:
-        print(f"\nCI: {len(_skipped_required)} docker/ssh/browser test(s) were skipped; that is a failure here:")
+        print(f"\nCI: {len(_skipped_required)} docker/ssh/browser/spark_cluster test(s) were skipped; that is a failure here:")
         for n in _skipped_required:
             print(f"  {n}")
         session.exitstatus = 1

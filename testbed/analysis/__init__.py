@@ -4,12 +4,14 @@ Entry point: :func:`testbed.analysis.job.analyze` (re-exported here lazily so
 ``import testbed.analysis`` does not import pyspark)::
 
     analyze(run_dir, *, spark_master=None, progress=print, spark=None,
-            settle_s=None, travel_margin_s=None, fault_margin_s=None) -> AnalysisResult
+            settle_s=None, travel_margin_s=None, fault_margin_s=None, reuse=True) -> AnalysisResult
 
 Layout (each module's docstring has the details):
 
-    session.py    spark_session(): one quiet local[2] session per analysis
-    ingest.py     logs/*.jsonl -> typed DataFrames + analysis/parquet/<ev>/ (schemas from the event registry)
+    session.py    spark_session(): one quiet session (local[2], --spark-master, TESTBED_SPARK_MASTER)
+    ingest.py     logs/*.jsonl -> analysis/parquet/<ev>/ in one pass (schemas from the event registry);
+                  an unchanged run's Parquet is reused
+    batch.py      read_runs(): one Parquet scan over many runs (run_id column), for multi-run figures
     timeline.py   fault windows, planned vs actual (manifest timeline + injected faults)
     context.py    AnalysisContext: what checks/metrics/figures see (history + plan + manifest)
     filters.py    an independent content-based filter evaluator (Python and Spark)

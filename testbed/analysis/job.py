@@ -72,8 +72,11 @@ def _json(path: Path) -> Any:
 
 def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: Progress = print,
             spark=None, settle_s: float | None = None, travel_margin_s: float | None = None,
-            fault_margin_s: float | None = None) -> AnalysisResult:
-    """Analyse one run directory; returns paths and check results (``.ok``: every check passed)."""
+            fault_margin_s: float | None = None, reuse: bool = True) -> AnalysisResult:
+    """Analyse one run directory; returns paths and check results (``.ok``: every check passed).
+
+    ``reuse``: an unchanged run's stored Parquet is read instead of its logs (see ``ingest``).
+    """
     from testbed.analysis.checks import CheckResult
     from testbed.analysis.context import AnalysisContext, AnalysisOptions
     from testbed.analysis.figures import draw_all
@@ -95,18 +98,24 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
 
     own = spark is None
     if own:
-        progress(f"analysis: starting Spark ({spark_master or 'local[2]'})")
         from pyspark.sql import SparkSession
 
+        from testbed.analysis.session import resolve_master
+
+        progress(f"analysis: starting Spark ({resolve_master(spark_master)})")
         own = SparkSession.getActiveSession() is None
         spark = spark_session(spark_master, app=f"testbed-analyze-{path.name}")
     try:
+        from testbed.analysis.session import tune_for_input
+
+        tune_for_input(spark, sum(p.stat().st_size for p in (path / "logs").glob("*.jsonl")))
         t = time.monotonic()
-        events = ingest(spark, path)
+        events = ingest(spark, path, reuse=reuse)
         rep = events.report
         write_json(out / "ingest.json", rep.to_dict())
+        how = "reused the stored Parquet (logs unchanged, no JSON parsed)" if rep.reused else "parsed"
         progress(f"ingest: {rep.files} logs, {sum(rep.events.values())} events of {len(rep.events)} types, "
-                 f"{rep.malformed} malformed line(s), {sum(rep.unknown.values())} unknown "
+                 f"{rep.malformed} malformed line(s), {sum(rep.unknown.values())} unknown; {how} "
                  f"({time.monotonic() - t:.1f} s)")
 
         ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)

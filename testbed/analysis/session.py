@@ -8,21 +8,38 @@ it is returned as is: Spark allows one per JVM and its settings cannot change.
 With a cluster master (``--spark-master spark://host:7077``) the executors read
 the logs and write the Parquet themselves, so the run directory must be on a
 filesystem every executor sees at the same path (NFS, or copy it there first).
+
+The master is, in order: the ``master`` argument, :func:`configure` (the CLI's
+``--spark-master``), ``TESTBED_SPARK_MASTER``, else ``local[2]``. Extra Spark
+settings come from :func:`configure` (the CLI's repeatable ``--spark-conf k=v``)
+and the ``conf`` argument (which wins). A ``spark://`` master that does not
+accept a TCP connection is a one-line :class:`AnalysisError`, before any JVM starts.
 """
 
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
+from testbed.errors import AnalysisError
+
 DEFAULT_MASTER = "local[2]"
+MASTER_ENV = "TESTBED_SPARK_MASTER"
 SHUFFLE_PARTITIONS = 4
+# Shuffle partitions follow the input (see shuffle_partitions_for; AQE coalesces small ones further).
+BYTES_PER_SHUFFLE_PARTITION = 48 << 20
+SMALL_INPUT_BYTES = 16 << 20
+# Process-wide defaults set by the CLI (--spark-master, --spark-conf); see configure().
+_CONFIGURED: dict = {"master": None, "conf": {}}
 
 # For tiny inputs (tests, quick looks) planning, code generation and JIT cost more than the
 # data: these change speed only, never results. Pass as spark_session(conf=..., java_opts=...).
@@ -35,7 +52,11 @@ SMALL_DATA_JAVA_OPTS = "-XX:+UseSerialGC"
 # One short-lived JVM per analysis: C1-only JIT halves the cold start of the first jobs (measured:
 # ingest of the smoke run 21 s -> 10 s) and costs little on run-sized data. For very large runs put
 # TESTBED_SPARK_JAVA_OPTS="-XX:TieredStopAtLevel=4" (appended last, so it wins) to get C2 back.
-DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1"
+# C1-only JVMs get a 48 MB code cache; a long session (a batch of runs, a 1M-event benchmark) filled
+# it on the base code ("CodeCache is full. Compiler has been disabled.") and ran interpreted from then on.
+DEFAULT_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# Measured under load on the 1.17M-event benchmark (docs/benchmarks.md): C2 halves the ingest
+# (45 s vs 101 s) but the many short check queries got slower (205 s vs 144 s in all), so C1 stays.
 
 _LOG4J2 = """\
 status = error
@@ -62,9 +83,90 @@ def _scratch_dir() -> Path:
     return d
 
 
+def configure(master: str | None = None, conf: dict[str, str] | None = None) -> None:
+    """Process-wide defaults for every later :func:`spark_session` (the CLI's --spark-master/--spark-conf)."""
+    _CONFIGURED["master"] = master or None
+    _CONFIGURED["conf"] = dict(conf or {})
+
+
+def parse_conf(items: list[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` (``--spark-conf``, repeatable) -> dict; a one-line error for a malformed item."""
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k.strip() or not k.strip().startswith("spark."):
+            raise AnalysisError(f"--spark-conf {it!r}: expected spark.KEY=VALUE")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master URL a session would use (argument > configure() > TESTBED_SPARK_MASTER > local[2])."""
+    return master or _CONFIGURED["master"] or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def check_master(master: str, timeout_s: float = 5.0) -> None:
+    """For ``spark://host:port[,host2:port2]``: AnalysisError unless one of the masters accepts a TCP connection."""
+    if not master.startswith("spark://"):
+        return
+    errors = []
+    for hp in master[len("spark://"):].split(","):
+        u = urlsplit(f"spark://{hp}")
+        try:
+            host, port = u.hostname, u.port or 7077
+        except ValueError:
+            raise AnalysisError(f"spark master {master}: not a valid URL (spark://HOST:PORT)") from None
+        if not host:
+            raise AnalysisError(f"spark master {master}: not a valid URL (spark://HOST:PORT)")
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as e:
+            errors.append(f"{host}:{port}: {e.strerror or e}")
+    raise AnalysisError(f"spark master {master} cannot be reached ({'; '.join(errors)}); "
+                        f"is the master running? (--spark-master / {MASTER_ENV})")
+
+
+def shuffle_partitions_for(input_bytes: int, cores: int = 2) -> int:
+    """Shuffle partitions for an input of ``input_bytes`` of JSON lines on ``cores`` executor cores.
+
+    A small input (under ``SMALL_INPUT_BYTES``) gets one (no per-task overhead); a larger one at
+    least one per core (every core busy after a shuffle), one per ``BYTES_PER_SHUFFLE_PARTITION``,
+    at most 8 per core.
+    """
+    cores = max(cores, 1)
+    if input_bytes < SMALL_INPUT_BYTES:
+        return 1
+    return max(cores, min(8 * cores, math.ceil(input_bytes / BYTES_PER_SHUFFLE_PARTITION)))
+
+
+def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
+    """Set the session's shuffle partitions for this input (a runtime SQL setting); returns the value.
+
+    A value given explicitly (``--spark-conf spark.sql.shuffle.partitions=N``) is kept.
+    """
+    if "spark.sql.shuffle.partitions" in _CONFIGURED["conf"]:
+        return int(_CONFIGURED["conf"]["spark.sql.shuffle.partitions"])
+    n = shuffle_partitions_for(input_bytes, spark.sparkContext.defaultParallelism)
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    return n
+
+
+def java_error(e: BaseException) -> str:
+    """The useful line of a (Py4J-wrapped) Java exception: its message, without the wrapper and stack."""
+    import re
+
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for ln in lines:
+        m = re.match(r"^:?\s*[\w.$]+(?:Exception|Error): (.+)$", ln)
+        if m:
+            return m.group(1)
+    return lines[0] if lines else type(e).__name__
+
+
 def spark_session(master: str | None = None, app: str = "testbed", *,
                   conf: dict[str, str] | None = None, java_opts: str = "") -> SparkSession:
-    """A SparkSession for one analysis (``master`` None = ``local[2]``; else e.g. ``spark://h:7077``).
+    """A SparkSession for one analysis (master: see the module doc; e.g. ``spark://h:7077``).
 
     ``conf`` overrides Spark settings; ``java_opts`` is appended to the driver JVM's options
     (``TESTBED_SPARK_JAVA_OPTS`` too), e.g. ``-XX:TieredStopAtLevel=1`` for short test sessions.
@@ -72,6 +174,8 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    master = resolve_master(master)
+    check_master(master)
     scratch = _scratch_dir()
     log4j = scratch / "log4j2.properties"
     log4j.write_text(_LOG4J2.format(log=scratch / "spark.log"))
@@ -80,12 +184,11 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
     # pyspark workers must run this interpreter (the venv), not whatever `python3` is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
-        SparkSession.builder.master(master or DEFAULT_MASTER)
+        SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-        .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
         .config("spark.local.dir", str(scratch / "local"))
@@ -94,8 +197,14 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", os.environ.get("TESTBED_SPARK_DRIVER_MEMORY", "2g"))
     )
-    for k, v in (conf or {}).items():
+    if master.startswith("spark://") and urlsplit(master.split(",")[0]).hostname in ("127.0.0.1", "localhost"):
+        # a cluster on loopback: executors must reach the driver there too
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for k, v in {**_CONFIGURED["conf"], **(conf or {})}.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - a JVM/cluster start failure is one line for the user
+        raise AnalysisError(f"spark ({master}): cannot start a session: {java_error(e)[:300]}") from None
     spark.sparkContext.setLogLevel("WARN")
     return spark

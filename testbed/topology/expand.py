@@ -273,5 +273,5 @@ def crash_windows(plan: Plan) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
-__all__ = ["plans", "expand", "resolve_links", "selector_pairs", "fault_actions", "resolve_group",
+__all__ = ["expand", "resolve_hosts", "resolve_processes", "resolve_links", "selector_pairs", "fault_actions", "resolve_group",
            "crash_windows", "DEFAULT_HOST"]

@@ -68,21 +68,24 @@ def publications(publish: DataFrame) -> DataFrame:
 def non_matching_deliveries(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
     """-> [client, pub_id, deliver_s, filters]: deliveries of a known publication that match no subscription
     the client issued before receiving it (``filters`` lists the client's filters, empty if it had none)."""
-    d = (
-        deliver.select("client", "pub_id", "t_rel_s")
-        .groupBy("client", "pub_id").agg(F.min("t_rel_s").alias("deliver_s"))
-        .join(pubs.select("pub_id"), on="pub_id", how="left_semi")
-    )
-    s = subs.select(F.col("client").alias("s_client"), "filter", "sub_s")
-    cand = d.join(
-        s, on=(F.col("client") == F.col("s_client")) & (F.col("sub_s") <= F.col("deliver_s")), how="left"
-    ).select("client", "pub_id", "deliver_s", "filter")
-    ok = cand.join(matches.select("filter", "pub_id"), on=["filter", "pub_id"], how="left_semi").select("client", "pub_id")
+    # one row per delivery carrying the publication's matching filters (a per-pub array) and the
+    # client's subscriptions (a small per-client array, broadcast): no per-(delivery, sub) rows
+    d = deliver.select("client", "pub_id", "t_rel_s").groupBy("client", "pub_id").agg(
+        F.min("t_rel_s").alias("deliver_s"))
+    mf = matches.select("filter", "pub_id").groupBy("pub_id").agg(F.collect_set("filter").alias("mf"))
+    known = pubs.select("pub_id").join(mf, on="pub_id", how="left")
+    s = subs.select("client", F.struct("sub_s", "filter").alias("s")).groupBy("client").agg(
+        F.collect_list("s").alias("subs"))
+    issued = F.filter("subs", lambda x: x["sub_s"] <= F.col("deliver_s"))  # null when the client has none
+    mf_c = F.coalesce(F.col("mf"), F.array().cast("array<string>"))
+    ok = F.exists(issued, lambda x: F.array_contains(mf_c, x["filter"]))
     return (
-        cand.join(ok, on=["client", "pub_id"], how="left_anti")
-        .groupBy("client", "pub_id", "deliver_s")
-        .agg(F.sort_array(F.collect_set("filter")).alias("filters"))
-        .select("client", "pub_id", "deliver_s", "filters")
+        d.join(known, on="pub_id", how="inner")
+        .join(F.broadcast(s), on="client", how="left")
+        .where(~F.coalesce(ok, F.lit(False)))
+        .select("client", "pub_id", "deliver_s",
+                F.coalesce(F.sort_array(F.array_distinct(F.array_compact(F.transform(issued, lambda x: x["filter"])))),
+                           F.array().cast("array<string>")).alias("filters"))
     )
 
 

@@ -8,6 +8,7 @@ ATTRS = [
     {"class": "BOND", "price": "10"},
     {"class": "STOCK", "flag": True, "price": -3},
     {"sym": "", "price": 1e3},
+    {"price": None, "sym": "IBM", "flag": None},  # JSON null: present, of no type
     {},
 ]
 FILTERS = [
@@ -69,13 +70,16 @@ def test_matches(flt, attrs, want):
     assert matches(flt, attrs) is want
 
 
-def test_spark_evaluator_agrees_with_python(spark):
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled-columns", "join"])
+def test_spark_evaluator_agrees_with_python(spark, compiled):
     import json
 
     pubs = spark.createDataFrame([(f"p:{i}", json.dumps(a)) for i, a in enumerate(ATTRS)], "pub_id string, attrs string")
     filters = spark.createDataFrame([(f,) for f in FILTERS + ["[bad"]], "filter string")
-    pairs, errors = match_pairs(spark, filters, pubs)
-    got = {(r["filter"], r["pub_id"]) for r in pairs.collect()}
+    pairs, errors = match_pairs(spark, filters, pubs, compiled=compiled)
+    got = [(r["filter"], r["pub_id"]) for r in pairs.collect()]
+    assert len(got) == len(set(got))  # each match once
+    got = set(got)
     want = {(f, f"p:{i}") for f in FILTERS for i, a in enumerate(ATTRS) if matches(f, a)}
     assert got == want
     assert list(errors) == ["[bad"]

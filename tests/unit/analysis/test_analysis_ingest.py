@@ -72,3 +72,54 @@ def test_ingest_without_logs_is_an_error(spark, tmp_path):
     run = write_run(tmp_path, {})
     with pytest.raises(AnalysisError, match="no event logs"):
         ingest(spark, run)
+
+
+def test_reingest_of_an_unchanged_run_reuses_the_parquet_and_other_protocols_events_parse(spark, tmp_path):
+    sec = 1_000_000_000
+    pub = dict(m=1, node="pubs", ev="publish", client="pubs-0", seq=1, attrs={"class": "STOCK"}, size=1,
+               broker="b1")
+    run = write_run(tmp_path, {
+        "pubs": line(t=T0 + sec, pub_id="pubs-0:1", **pub)
+        # an event of another protocol's registry (not parsed in the single pass): a second small job
+        + line(t=T0 + 2 * sec, m=2, node="pubs", ev="g_peer", peer="b2", up=False, extra=1),
+    })
+    first = ingest(spark, run)
+    assert not first.report.reused and first.report.events == {"g_peer": 1, "publish": 1}
+    g = first["g_peer"].collect()[0]
+    assert g["peer"] == "b2" and g["t_rel_s"] == pytest.approx(2.0) and "extra" not in first["g_peer"].columns
+    in_memory = ingest(spark, run, write=False)
+    assert sorted(in_memory) == sorted(first)
+    for ev in first:
+        assert sorted(in_memory[ev].collect()) == sorted(first[ev].collect())
+
+    again = ingest(spark, run)
+    assert again.report.reused and again.report.events == first.report.events
+    assert sorted(again["publish"].collect()) == sorted(first["publish"].collect())
+
+    with open(run / "logs" / "pubs.jsonl", "a") as f:  # the log changed: parsed again
+        f.write(line(t=T0 + 3 * sec, pub_id="pubs-0:2", **pub))
+    third = ingest(spark, run)
+    assert not third.report.reused and third.report.events == {"g_peer": 1, "publish": 2}
+    assert ingest(spark, run, reuse=False).report.reused is False
+
+
+def test_key_order_field_type_mismatch_and_torn_lines(spark, tmp_path):
+    """Any key order parses the same; a field of the wrong type is null (the event is kept); a line
+    torn after a valid header is malformed."""
+    sec = 1_000_000_000
+    fields = dict(client="pubs-0", pub_id="pubs-0:1", seq=1, attrs={"class": "STOCK"}, size=10, broker="b1")
+    canonical = line(t=T0 + sec, m=1, node="pubs", ev="publish", **fields)
+    reordered = json.dumps({"ev": "publish", "node": "pubs", **{**fields, "pub_id": "pubs-0:2"}, "m": 2,
+                            "t": T0 + sec}) + "\n"
+    mismatch = line(t=T0 + sec, m=3, node="pubs", ev="publish", **{**fields, "pub_id": "pubs-0:3", "seq": "x"})
+    torn = line(t=T0 + sec, m=4, node="pubs", ev="publish", **fields)[:70] + "\n"
+    run = write_run(tmp_path, {"pubs": canonical + reordered + mismatch + torn})
+    ev = ingest(spark, run)
+    assert ev.report.malformed == 1 and ev.report.events == {"publish": 3}
+    rows = {r["pub_id"]: r for r in ev["publish"].collect()}
+    assert rows["pubs-0:1"]["seq"] == 1 and rows["pubs-0:2"]["seq"] == 1
+    assert rows["pubs-0:3"]["seq"] is None and rows["pubs-0:3"]["size"] == 10  # kept, the bad field null
+    for r in rows.values():
+        assert r["node"] == "pubs" and r["ev"] == "publish" and r["t_rel_s"] == pytest.approx(1.0)
+        assert json.loads(r["attrs"]) == {"class": "STOCK"}
+    assert sorted(r["m"] for r in rows.values()) == [1, 2, 3]

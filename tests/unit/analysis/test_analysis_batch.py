@@ -1,0 +1,43 @@
+"""batch.read_runs: one file scan over many runs' Parquet, each run with its own t0 and clock offsets."""
+
+import json
+
+import pytest
+
+from testbed.analysis.batch import read_runs
+from testbed.analysis.ingest import ingest
+from testbed.testing.synthetic import make_run_dir
+from testbed.errors import AnalysisError
+
+
+def _shift_t0(run, by_ns):
+    m = json.loads((run / "manifest.json").read_text())
+    m["t0_wall_ns"] += by_ns
+    (run / "manifest.json").write_text(json.dumps(m))
+
+
+def test_read_runs_is_one_scan_with_run_ids_and_per_run_time(spark, tmp_path):
+    a = make_run_dir(tmp_path / "a", run_id="run-a", duration_s=4, publishers=1, subscribers=1, rate_per_s=3,
+                     stall=None, torn=False, unknown_event=False)
+    b = make_run_dir(tmp_path / "b", run_id="run-b", duration_s=6, publishers=1, subscribers=2, rate_per_s=2,
+                     stall=None, torn=False, unknown_event=False, rome_offset_ms=300.0)
+    _shift_t0(b.path, 1_000_000_000)  # run b's t_rel_s is 1 s earlier than its raw clock says
+    ingest(spark, a.path)  # a is already ingested (its Parquet is reused), b is ingested by read_runs
+
+    df = read_runs(spark, [a.path, b.path], "deliver")
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("FileScan") == 1 or plan.count("Scan parquet") == 1, plan
+    got = {r["run_id"]: r["count"] for r in df.groupBy("run_id").count().collect()}
+    assert got == {"run-a": a.deliveries, "run-b": b.deliveries}
+
+    for syn in (a, b):  # same rows, same t_rel_s as the run's own ingest
+        own = ingest(spark, syn.path)
+        assert own.report.reused
+        mine = sorted((r["pub_id"], r["client"], round(r["t_rel_s"], 9), r["t_corr"]) for r in own["deliver"].collect())
+        theirs = sorted((r["pub_id"], r["client"], round(r["t_rel_s"], 9), r["t_corr"])
+                        for r in df.where(df.run_id == syn.path.name).collect())
+        assert mine == theirs
+
+    assert read_runs(spark, [a.path], "g_stats").count() == 0  # no such events: empty, typed
+    with pytest.raises(AnalysisError, match="not declared"):
+        read_runs(spark, [a.path], "martian")
