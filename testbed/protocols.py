@@ -84,6 +84,12 @@ class Protocol:
         return importlib.import_module(self.topology)
 
     @property
+    def builds_on(self) -> tuple[str, ...]:
+        """The protocols whose nodes this one's reuse (``BUILDS_ON`` of its topology module, e.g.
+        the pub/sub core): their events appear in its runs too."""
+        return tuple(getattr(self.topology_module(), "BUILDS_ON", ()) or ())
+
+    @property
     def runnable(self) -> bool:
         return self.nodes is not None
 
@@ -304,6 +310,15 @@ def figures_for(protocol: str) -> list[Callable[..., Any]]:
     return p.figures() if p is not None else []
 
 
+def run_event_protocols(protocol: str | None) -> set[str] | None:
+    """The event namespaces a run of ``protocol`` logs: the runtime's, its own and what it
+    builds on (None when unknown: every namespace)."""
+    p = registry().find(protocol) if protocol else None
+    if p is None:
+        return None
+    return {"runtime", p.name, *p.builds_on}
+
+
 def all_events() -> dict[str, Any]:
     """Every declared event type: the runtime's and every registered protocol's events module."""
     from testbed.nodes.runtime import events as E
@@ -327,4 +342,4 @@ def reproducible() -> list[str]:
 
 __all__ = ["ENTRY_POINT_GROUP", "PARTS", "Protocol", "ProtocolError", "Registry", "all_events",
            "builtin_names", "checks_for", "figures_for", "from_entry_point", "get", "names",
-           "node_class_path", "registry", "reproducible", "reset"]
+           "node_class_path", "registry", "reproducible", "reset", "run_event_protocols"]

@@ -265,13 +265,16 @@ def event_columns(et: EventType, t0) -> list:
 
 
 def inline_types(registry: dict[str, EventType], protocol: str | None) -> list[EventType]:
-    """The event types parsed in the single pass: the runtime's, the pub/sub core's and the run's protocol's.
+    """The event types parsed in the single pass: the runtime's, the run's protocol's and those of
+    the protocols it builds on (``BUILDS_ON``, e.g. the pub/sub core's).
 
     Lines of any other declared type (rare: another protocol's events in this run) are kept as
     text in the pass and parsed by a second, small job over their own directory.
     """
-    want = {"runtime", "pubsub", protocol or "pubsub"}
-    return [et for _, et in sorted(registry.items()) if et.protocol in want]
+    from testbed.protocols import run_event_protocols
+
+    want = run_event_protocols(protocol)
+    return [et for _, et in sorted(registry.items()) if want is None or et.protocol in want]
 
 
 def fingerprint(logs: list[Path], plan_dict: dict[str, Any], manifest: dict[str, Any],

@@ -16,6 +16,8 @@ scanning this package: adding a file here adds a protocol. Each module defines:
                   ``ClientGroupPlan.extra``.
 ``NODE_ROLES``    set of allowed ``nodes.*.role`` values.
 ``CLIENT_ROLES``  set of allowed ``clients.*.role`` values.
+``BUILDS_ON``     optional tuple of protocols whose node code this one reuses
+                  (the pub/sub core, for one): their events appear in its runs too.
 ``ACYCLIC``       ``"forest"`` (the neighbour graph must have no cycle),
                   ``"cells"`` (no cycle after collapsing each ``cell`` into one
                   vertex) or ``None`` (any graph).

@@ -137,6 +137,7 @@ ClientParams = _PubsubClientParams
 NODE_ROLES = {"broker"}
 CLIENT_ROLES = {"publisher", "subscriber"}
 ACYCLIC = "forest"
+BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear in the runs)
 
 
 def check(topology) -> list:

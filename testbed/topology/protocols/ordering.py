@@ -96,6 +96,7 @@ class ClientParams(StrictModel):
 NODE_ROLES = {"broker", "tm-server"}
 CLIENT_ROLES = {"client", "publisher", "subscriber"}
 ACYCLIC = None
+BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear in the runs)
 
 
 ENS_SETTLE_MARGIN_S = 0.1  # processing on the way, on top of the links' worst delays

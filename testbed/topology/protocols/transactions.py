@@ -71,6 +71,7 @@ ClientParams = None
 NODE_ROLES = {"broker"}
 CLIENT_ROLES = {"coordinator", "dispatcher", "agent"}
 ACYCLIC = "forest"
+BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear in the runs)
 
 _PER_INSTANCE = {"coordinator": 1, "dispatcher": 1, "agent": 2}
 
