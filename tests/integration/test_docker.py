@@ -254,11 +254,14 @@ def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
     assert labeled(client, f"testbed.run={run.run_id}")["containers"] == []
 
 
-def test_container_exit_during_up_is_reported(client, image, tmp_path):
+def test_container_exit_during_up_is_reported(client, image, tmp_path, monkeypatch):
     from testbed.providers.docker.provider import DockerProvider
+    from testbed.render import node_config
 
     plan = echo_plan(2)
-    plan = Plan.from_dict({**plan.to_dict(), "protocol": "no_such_protocol"})
+    # a node class the image does not have: each node exits at start (the registry refuses an
+    # unknown protocol before any container starts, so the class is what is made wrong here)
+    monkeypatch.setattr(node_config, "node_class_path", lambda *a: "testbed.nodes.no_such_module:Node")
     run = new_run(tmp_path, plan, f"dk-bad-{os.getpid()}")
     p = DockerProvider(image, start_timeout=30)
     try:
