@@ -367,18 +367,7 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
     counted = spark.read.schema(stored_schema(inline).add(_PART, T.StringType())).parquet(str(staging))
     agg = counted.groupBy(_PART, "ev_name", "file", "node").agg(F.count("*").alias("n"), F.min("t").alias("t_min"))
     rows = agg.collect()
-    t_min = None
-    for r in rows:
-        report.lines += r["n"]
-        if r[_PART] == MALFORMED:
-            report.malformed += r["n"]
-            report.malformed_by_file[r["file"]] = report.malformed_by_file.get(r["file"], 0) + r["n"]
-            continue
-        t_min = r["t_min"] if t_min is None or (r["t_min"] is not None and r["t_min"] < t_min) else t_min
-        if r[_PART] == UNKNOWN:
-            report.unknown[r["ev_name"]] = report.unknown.get(r["ev_name"], 0) + r["n"]
-        else:
-            report.events[r[_PART]] = report.events.get(r[_PART], 0) + r["n"]
+    t_min = _tally(rows, report)
     report.events = dict(sorted(report.events.items()))
     report.unknown_nodes = sorted({r["node"] for r in rows if r[_PART] != MALFORMED} - set(nodes))
     t0 = manifest.get("t0_wall_ns")
@@ -418,12 +407,10 @@ def _parse_late(spark: SparkSession, root: Path, et: EventType, inline: list[Eve
     tmp.rename(src)
 
 
-def _ingest_in_memory(spark, stored: DataFrame, report: IngestReport, manifest: dict[str, Any],
-                      registry: dict[str, EventType], inline_names: list[str]) -> Ingested:
-    """``write=False``: the same DataFrames straight from the JSON (each action re-reads the logs)."""
-    agg = stored.groupBy(_PART, "ev_name", "file").agg(F.count("*").alias("n"), F.min("t").alias("t_min")).collect()
+def _tally(rows, report: IngestReport) -> int | None:
+    """Count (part, ev_name, file) rows of lines into ``report``; returns the earliest ``t`` seen."""
     t_min = None
-    for r in agg:
+    for r in rows:
         report.lines += r["n"]
         if r[_PART] == MALFORMED:
             report.malformed += r["n"]
@@ -434,6 +421,14 @@ def _ingest_in_memory(spark, stored: DataFrame, report: IngestReport, manifest: 
             report.unknown[r["ev_name"]] = report.unknown.get(r["ev_name"], 0) + r["n"]
         else:
             report.events[r[_PART]] = report.events.get(r[_PART], 0) + r["n"]
+    return t_min
+
+
+def _ingest_in_memory(spark, stored: DataFrame, report: IngestReport, manifest: dict[str, Any],
+                      registry: dict[str, EventType], inline_names: list[str]) -> Ingested:
+    """``write=False``: the same DataFrames straight from the JSON (each action re-reads the logs)."""
+    agg = stored.groupBy(_PART, "ev_name", "file").agg(F.count("*").alias("n"), F.min("t").alias("t_min")).collect()
+    t_min = _tally(agg, report)
     t0 = manifest.get("t0_wall_ns")
     if t0 is None:
         t0, report.t0_source = int(t_min or 0), "first event (manifest has no t0_wall_ns)"

@@ -10,7 +10,8 @@ from typing import Any
 from testbed.analysis.timeline import action_rows
 
 
-def _fmt(v: Any, nd: int = 2) -> str:
+def fmt(v: Any, nd: int = 2) -> str:
+    """A table cell's value: ``-`` for none, floats to ``nd`` decimals (report.md and report.html)."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -62,7 +63,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         f"| protocol | {_cell(plan.get('protocol', '?'))} |",
         f"| provider | {_cell(manifest.get('provider') or plan.get('provider', '?'))} |",
         f"| emulation | {_cell(emulation)} |",
-        f"| duration | {_fmt(plan.get('duration_s'), 1)} s |",
+        f"| duration | {fmt(plan.get('duration_s'), 1)} s |",
         f"| seed | {_cell(plan.get('seed', '-'))} (repeat {_cell(plan.get('repeat_index', 0))}) |",
     ]
     if plan.get("point"):
@@ -94,7 +95,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         for r in rows:
             status = r["status"] + (" (injected)" if r.get("injected") else "") + (f": {r['error']}" if r.get("error") else "")
             L.append(f"| {r['fault']} | {_cell(r['op'])} | {_cell(', '.join(map(str, r['target'])))} | "
-                     f"{_fmt(r['planned_s'], 3)} | {_fmt(r['actual_s'], 3)} | {_fmt(r['delta_ms'], 1)} | "
+                     f"{fmt(r['planned_s'], 3)} | {fmt(r['actual_s'], 3)} | {fmt(r['delta_ms'], 1)} | "
                      f"{_cell(status)} | `{_cell(r['source'])}` |")
     else:
         L.append("No faults in this run.")
@@ -139,9 +140,9 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
               "| publisher site | subscriber site | deliveries | mean | p50 | p90 | p99 | max |",
               "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in metrics["latency"]:
-            L.append(f"| {r['pub_site']} | {r['sub_site']} | {r['count']} | {_fmt(r['mean_ms'])} | "
-                     f"{_fmt(r['p50_ms'])} | {_fmt(r['p90_ms'])} | {_fmt(r['p99_ms'])} | {_fmt(r['max_ms'])} |")
-        L += ["", f"Mean delivered rate over the workload: {_fmt(metrics.get('delivered_per_s_mean'))} messages/s."]
+            L.append(f"| {r['pub_site']} | {r['sub_site']} | {r['count']} | {fmt(r['mean_ms'])} | "
+                     f"{fmt(r['p50_ms'])} | {fmt(r['p90_ms'])} | {fmt(r['p99_ms'])} | {fmt(r['max_ms'])} |")
+        L += ["", f"Mean delivered rate over the workload: {fmt(metrics.get('delivered_per_s_mean'))} messages/s."]
     else:
         L.append("No deliveries in this run.")
     if metrics.get("faults"):
@@ -151,7 +152,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         for f in metrics["faults"]:
             ratio = f.get("delivered_per_s_ratio")
             L.append(f"| {f['fault']} | {_cell('/'.join(f['ops']))} | {f['status']} | {f['delivered']} | "
-                     f"{_fmt(f['delivered_per_s'])} | {'-' if ratio is None else f'{ratio:.0%}'} | "
+                     f"{fmt(f['delivered_per_s'])} | {'-' if ratio is None else f'{ratio:.0%}'} | "
                      f"{f['published']} | {f['dropped']} | {f['missing_attributed']} |")
 
     L += ["", "## Figures", ""]

@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from testbed.analysis.report import fmt as _fmt
 from testbed.analysis.timeline import action_rows
 
 CSS = """
@@ -47,14 +48,6 @@ MARK_SCRIPT = """
 
 def _e(v: Any) -> str:
     return escape(str(v), quote=True)
-
-
-def _fmt(v: Any, nd: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    return str(v)
 
 
 def data_uri(path: Path) -> str:
