@@ -41,12 +41,17 @@ def plot_latency(lat_pd, out: Path, title: str, windows=None) -> Path:
     return out
 
 
-def plot_nacks(nk_pd, out: Path, title: str, windows=None) -> Path:
-    fig, ax = plt.subplots(figsize=(8, 4))
+def draw_nack_steps(ax, nk_pd) -> None:
+    """Each node's cumulative nack range over time: a step line with a dot per nack."""
     for node, g in nk_pd.groupby("node"):
         g = g.sort_values("nack_s")
         ax.step(g["nack_s"], g["cum_range_ms"], where="post", label=f"{node} ({len(g)} nacks)")
         ax.plot(g["nack_s"], g["cum_range_ms"], "o", ms=3, color=ax.lines[-1].get_color())
+
+
+def plot_nacks(nk_pd, out: Path, title: str, windows=None) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    draw_nack_steps(ax, nk_pd)
     shade_faults(ax, windows)
     ax.set_xlabel("time (s from workload start)")
     ax.set_ylabel("cumulative nack range (ms of ticks)")

@@ -126,10 +126,9 @@ def fault_figure(path: Path, title: str, lat: pd.DataFrame, nk: pd.DataFrame,
     a1.set_ylabel("latency (ms)")
     a1.set_title(title)
     a1.legend(fontsize=7, loc="upper right")
-    for node, g in nk.groupby("node"):
-        g = g.sort_values("nack_s")
-        a2.step(g["nack_s"], g["cum_range_ms"], where="post", label=f"{node} ({len(g)} nacks)")
-        a2.plot(g["nack_s"], g["cum_range_ms"], "o", ms=3, color=a2.lines[-1].get_color())
+    from testbed.analysis.gryphon.figures import draw_nack_steps
+
+    draw_nack_steps(a2, nk)
     draw_refs(a2, refs_nack)
     a2.set_xlabel("time (s from workload start; latency: send time)")
     a2.set_ylabel("cumulative nack range (ms)")
