@@ -90,6 +90,28 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
     _spark_args(sp)
+    sp = sub.add_parser("explore", help="random fault schedules and topology variants, checked; a failing case "
+                                        "shrunk to a minimal topology file (docs/explore.md)")
+    sp.add_argument("file", nargs="?", help="topology YAML file (omit with --resume)")
+    sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
+    how = sp.add_mutually_exclusive_group()
+    how.add_argument("--runs", type=int, metavar="N", help="cases to draw (default 10)")
+    how.add_argument("--budget", metavar="TIME", help="draw cases until this much time is spent, e.g. 30m")
+    sp.add_argument("--seed", type=int, help="the exploration's seed (default: drawn, and printed)")
+    sp.add_argument("--faults", metavar="KINDS", help="fault kinds to draw: crash,stall,pause,cut,partition,set_link "
+                                                      "(default all)")
+    sp.add_argument("--vary", metavar="KINDS", help="topology variants: links,placement,attach,counts (default none)")
+    sp.add_argument("--max-faults", type=int, default=4, metavar="N", help="faults per case: 1..N (default 4)")
+    sp.add_argument("--shrink-runs", type=int, default=40, metavar="N", help="runs the shrinker may spend per "
+                                                                            "property (default 40)")
+    sp.add_argument("--first", action="store_true", help="stop drawing cases after the first violation is shrunk")
+    sp.add_argument("--provider", choices=["local", "docker", "ansible"], help="override the file's provider")
+    sp.add_argument("--jobs", type=int, default=1, metavar="J", help="cases run at a time (default 1)")
+    sp.add_argument("--out", default="explorations", help="where explorations live (default ./explorations)")
+    sp.add_argument("--resume", metavar="ID", help="continue an exploration (its id or directory)")
+    sp.add_argument("--json", action="store_true", help="the summary as one JSON document on stdout; exit 3 on a "
+                                                        "violation")
+    _spark_args(sp)
     sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
     sp.add_argument("shell", choices=["bash", "zsh"])
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
@@ -289,6 +311,31 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(f"report: {report}")
         ui.plain(f"page: {report.parent / 'index.html'}")
         return 0
+    if args.cmd == "explore":
+        from testbed.explore import explore
+        from testbed.explore.ui import LiveExplore
+
+        with LiveExplore(args.runs, args.budget) as live:
+            res = explore(args.file, runs=args.runs, budget=args.budget, seed=args.seed, faults=args.faults,
+                          vary=args.vary, provider=args.provider, jobs=args.jobs, out=args.out, resume=args.resume,
+                          max_faults=args.max_faults, shrink_runs=args.shrink_runs, first=args.first,
+                          set_vars=api.parse_set(args.set), spark_master=args.spark_master, progress=live.line,
+                          on_event=live.event)
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps({"schema": jsonout.SCHEMA_VERSION, "command": "explore", "ok": res.ok,
+                                    "path": str(res.path), **res.summary}))
+            return 0 if res.ok else 3
+        ui.plain(f"exploration: {res.path}  (summary: {res.path / 'summary.md'})")
+        ui.plain(f"  {res.summary['cases']} cases, seed {res.summary['settings']['seed']}")
+        for prop, n in sorted(res.summary["violations"].items()):
+            m = res.summary["minimal"].get(prop)
+            ui.plain(f"  {prop}: violated in {n} case(s)" + (f"; minimal case ({m['entries_after']} fault entries): "
+                                                               f"{m['file']}" if m else ""))
+        if res.ok:
+            ui.plain("  no violation")
+        return 0 if res.ok else 3
     if args.cmd == "completion":
         from testbed.completion import script
 
