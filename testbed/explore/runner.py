@@ -240,11 +240,13 @@ class Exploration:
         if self._spark is None:
             from pyspark.sql import SparkSession
 
-            from testbed.analysis.session import spark_session
+            from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
 
             self._own_spark = SparkSession.getActiveSession() is None
             self.progress("starting Spark for the checks")
-            self._spark = spark_session(self.spark_master, app="testbed-explore")
+            # cases are short runs: the small-data settings (speed only, never results; session.py)
+            self._spark = spark_session(self.spark_master, app="testbed-explore", conf=SMALL_DATA_CONF,
+                                        java_opts=SMALL_DATA_JAVA_OPTS)
         return self._spark
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ budget of runs is spent:
 2. drop a crash's restart / a set_link's restore (the change then lasts to the end);
 3. shorten a window to half (not below 0.5 s) -- a crash's down time, a set_link's duration;
 4. move a fault earlier: its start to half (not before 0.5 s);
-5. lower a client group's count: to 1, else to half;
+5. lower a client group's count: to 1, else to half, else by one;
 6. lower the link delays: every delay and jitter of ``links`` to half, then jitter to 0.
 
 Within a pass candidates are tried in a fixed order and the first that still fails is taken
@@ -79,7 +79,7 @@ def candidates(case: Case) -> Iterator[tuple[str, Case]]:
                 yield f"move {f.describe()} to {new:g}s", _swap(case, i, replace(f, at=new))
     for g, c in (case.topo.get("clients") or {}).items():
         n = int(c.get("count", 1))
-        for new in sorted({1, n // 2}):
+        for new in sorted({1, n // 2, n - 1}):
             if 1 <= new < n:
                 t = copy.deepcopy(case.topo)
                 t["clients"][g]["count"] = new
