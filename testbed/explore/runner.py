@@ -9,12 +9,13 @@ An exploration lives in ``<out>/<id>/`` (``out`` default ``explorations``)::
     shrink/<property>/NNN/  the shrinker's candidate runs (case.yaml + verdict.json)
     minimal/<property>.yaml the minimal failing case (header: how it was found; `testbed run` it)
     minimal/<property>.json the shrink: original case, steps taken, runs
-    runs/                   the run directories (logs, checks.json) of every case
+    runs/<case>/<run-id>/   the run directories (logs, checks.json), one runs directory per case
     summary.json / .md      runs, violations per property, time per run, minimal cases
 
 Resumable: a case (or shrink candidate) whose verdict is on disk is not run again; the
 verdict cache is keyed by the sha256 of the case's whole topology, and cases are drawn
-deterministically from the seed, so ``--resume ID`` continues where a run stopped.
+deterministically from the seed and the stored ``base.yaml``, so ``--resume ID`` continues
+where a run stopped (a run that errored is run again).
 
 Each case runs as ``testbed run CASE --no-analyze`` in a subprocess (``jobs`` at a time);
 the checks run in this process in one Spark session kept for the whole exploration
@@ -35,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from testbed.errors import TestbedError, TopologyError, UsageError
-from testbed.explore.files import first_problem, load_base, to_yaml, validate_text
+from testbed.errors import TopologyError, UsageError
+from testbed.explore.files import first_problem, load_base, parse, to_yaml, validate_text
 from testbed.explore.generate import (FAULT_KINDS, VARY_KINDS, Case, Shape, apply_variant, base_topology,
                                       draw_case, nothing_to_vary, tail_s)
 from testbed.explore.shrink import case_key, shrink
@@ -153,8 +154,11 @@ class Exploration:
         self._spark = None
         self._own_spark = False
         self.t0 = time.monotonic()
-        rendered, _ = load_base(settings.topology, settings.set_vars)
-        self.base = base_topology(rendered)
+        stored = path / "base.yaml"
+        if stored.exists():  # resuming: the topology as explored, whatever the file says now
+            self.base = parse(stored.read_text())
+        else:
+            self.base = base_topology(load_base(settings.topology, settings.set_vars)[0])
         self.name = str(self.base.get("name", "case"))
         self.vary, skipped = usable_variants(self.base, settings.vary, str(path / "base.yaml"))
         for m in skipped:
@@ -167,8 +171,9 @@ class Exploration:
         self.skipped = skipped
         if not self.kinds:
             raise UsageError(f"{settings.topology}: none of the fault kinds {', '.join(settings.faults)} applies")
-        (path / "base.yaml").write_text(to_yaml(self.base, "the topology explored (rendered; its own faults "
-                                                          "are replaced by each case's)"))
+        if not stored.exists():
+            stored.write_text(to_yaml(self.base, "the topology explored (rendered; its own faults are replaced "
+                                                 "by each case's)"))
 
     # -- running one case --------------------------------------------------------------
     def _cache(self, key: str) -> Path:
@@ -189,7 +194,8 @@ class Exploration:
         except TopologyError as e:  # a generator bug: recorded, never run
             v.update(status="rejected", error=str(e))
             return v
-        cmd = [sys.executable, "-m", "testbed.cli", "--runs-dir", str(self.path / "runs"), "run", str(f),
+        runs_dir = self.path / "runs" / case_dir.relative_to(self.path).as_posix().replace("/", "-")
+        cmd = [sys.executable, "-m", "testbed.cli", "--runs-dir", str(runs_dir), "run", str(f),
                "--no-analyze", "--json"]
         if self.s.provider:
             cmd += ["--provider", self.s.provider]
@@ -200,6 +206,9 @@ class Exploration:
         except subprocess.TimeoutExpired:
             v.update(error=f"the run did not finish in {plan.duration_s + RUN_TIMEOUT_EXTRA_S:g}s",
                      run_s=round(time.monotonic() - t, 3))
+            # stop what the killed run left up: its runs directory is this case's alone
+            subprocess.run([sys.executable, "-m", "testbed.cli", "--runs-dir", str(runs_dir), "down", "--all"],
+                           capture_output=True, timeout=120, env=self._env())
             return v
         v["run_s"] = round(time.monotonic() - t, 3)
         (case_dir / "run.log").write_text(p.stderr[-20000:])
@@ -226,8 +235,8 @@ class Exploration:
         t = time.monotonic()
         try:
             checks = check_run(v["run_dir"], self._spark_session())
-        except TestbedError as e:
-            v.update(status="error", error=f"checks: {e}")
+        except Exception as e:  # noqa: BLE001 - Spark/Java failures too: the case has no verdict
+            v.update(status="error", error=f"checks: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             return v
         v["check_s"] = round(time.monotonic() - t, 3)
         v["checks"] = [{k: c.get(k) for k in ("name", "passed", "violations", "attributed", "examples")}
@@ -272,8 +281,9 @@ class Exploration:
                     v = self._check(futs[i].result())
                     d = items[i][1]
                     (d / "verdict.json").write_text(json.dumps(v, indent=1, default=str))
-                    self._cache(v["key"]).parent.mkdir(exist_ok=True)
-                    self._cache(v["key"]).write_text(json.dumps(v, indent=1, default=str))
+                    if v["status"] != "error":  # a run that failed is tried again on resume
+                        self._cache(v["key"]).parent.mkdir(exist_ok=True)
+                        self._cache(v["key"]).write_text(json.dumps(v, indent=1, default=str))
                     out[i] = v
         return out  # type: ignore[return-value]
 
@@ -330,8 +340,6 @@ class Exploration:
         self.on_event({"kind": "shrink", "phase": "start", "property": prop, "index": case.index})
 
         def fails(cands: list[Case]) -> list[bool | None]:
-            if self.over_budget():
-                return [None] * len(cands)
             items = []
             for c in cands:
                 counter[0] += 1
@@ -348,7 +356,8 @@ class Exploration:
         def step(why: str, c: Case) -> None:
             self.progress(f"  shrink {prop}: {why} -> still fails ({c.n_entries} fault entries)")
 
-        res = shrink(case, fails, max_runs=self.s.shrink_runs, jobs=max(1, self.s.jobs), on_step=step)
+        res = shrink(case, fails, max_runs=self.s.shrink_runs, jobs=max(1, self.s.jobs), on_step=step,
+                     stop=self.over_budget)
         m = res.case
         head = (f"testbed explore {self.path.name}: the minimal case found for property `{prop}`\n"
                 f"(seed {self.s.seed}, case {case.index}; shrunk in {res.runs} runs from {case.n_entries} fault "
@@ -459,7 +468,9 @@ def explore(topology: str | None = None, *, runs: int | None = None, budget: str
                             provider, jobs, max_faults, shrink_runs)
         if max_faults < 1:
             raise UsageError("--max-faults: at least 1")
-        name = load_base(settings.topology, settings.set_vars)[0].get("name", "case")
+        base = base_topology(load_base(settings.topology, settings.set_vars)[0])
+        draw_case(base, settings.seed, 0, kinds=settings.faults, max_faults=max_faults)  # a run too short: say so now
+        name = base.get("name", "case")
         path = Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-s{settings.seed}"
         k = 1
         while path.exists():

@@ -121,15 +121,18 @@ def _links_no_jitter(topo: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def shrink(case: Case, fails: Fails, *, max_runs: int = 40, jobs: int = 1,
-           on_step: Callable[[str, Case], None] | None = None) -> ShrinkResult:
-    """The smallest case reachable from ``case`` by the passes above that still fails."""
+           on_step: Callable[[str, Case], None] | None = None,
+           stop: Callable[[], bool] | None = None) -> ShrinkResult:
+    """The smallest case reachable from ``case`` by the passes above that still fails.
+
+    ``stop()`` true (e.g. a time budget spent) ends the shrink like ``max_runs`` does."""
     res = ShrinkResult(case)
     seen: set[str] = {case_key(case)}
     while True:
         progressed = False
         pending = [(why, c) for why, c in candidates(res.case) if case_key(c) not in seen]
         while pending:
-            if res.runs >= max_runs:
+            if res.runs >= max_runs or (stop is not None and stop()):
                 res.exhausted = True
                 return res
             batch = pending[:max(1, min(jobs, max_runs - res.runs))]

@@ -121,9 +121,9 @@ def test_correct_pubsub_smoke_exploration_has_no_violation_and_resumes(spark, tm
     assert res.ok and s["violations"] == {} and not list((res.path / "minimal").glob("*.yaml"))
     assert all(c["faults"] for c in s["per_case"])  # every case had faults to survive
     assert "placement" in " ".join(s["skipped"])  # nothing to vary there: said, not silently ignored
-    runs_before = sorted(p.name for p in (res.path / "runs").iterdir() if p.is_dir())
+    runs_before = sorted(str(p) for p in (res.path / "runs").glob("*/*/plan.json"))  # runs/<case>/<run>/
     assert len(runs_before) == 2
 
     again = explore(resume=res.path.name, out=str(out), runs=2)
     assert again.path == res.path and again.summary["status"] == {"ok": 2}
-    assert sorted(p.name for p in (res.path / "runs").iterdir() if p.is_dir()) == runs_before  # nothing ran again
+    assert sorted(str(p) for p in (res.path / "runs").glob("*/*/plan.json")) == runs_before  # nothing ran again
