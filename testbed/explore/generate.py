@@ -38,6 +38,7 @@ A kind with nothing to vary is skipped with a message (:func:`variant_kinds`).
 from __future__ import annotations
 
 import copy
+import math
 import random
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,10 +69,6 @@ def fmt_time(seconds: float) -> str:
     if seconds < 1.0:
         return f"{round(seconds * 1000, 1):g}ms"
     return f"{round(seconds, 4):g}s"
-
-
-def _r1(x: float) -> float:
-    return round(x, 1)
 
 
 # -- faults ------------------------------------------------------------------------------
@@ -263,11 +260,15 @@ def _busy_key(f: Fault) -> Any:
     return (f.kind, f.target)
 
 
+def _floor1(x: float) -> float:
+    """Down to the 0.1 s grid (so a drawn time never passes the bound it was drawn under)."""
+    return math.floor(round(x * 10, 6)) / 10
+
+
 def _draw_one(rng: random.Random, kind: str, shape: Shape, topo: dict[str, Any], active_end: float) -> Fault:
-    at = _r1(rng.uniform(START_S, active_end - MIN_WINDOW_S))
-    room = active_end - at
-    win = max(MIN_WINDOW_S, _r1(rng.uniform(MIN_WINDOW_S, min(MAX_WINDOW_S, room))))
-    win = min(win, _r1(room)) if room >= MIN_WINDOW_S else MIN_WINDOW_S
+    at = max(START_S, _floor1(rng.uniform(START_S, active_end - MIN_WINDOW_S)))
+    room = _floor1(active_end - at)  # >= MIN_WINDOW_S
+    win = min(room, max(MIN_WINDOW_S, _floor1(rng.uniform(MIN_WINDOW_S, min(MAX_WINDOW_S, room)))))
     if kind in ("crash", "stall", "pause"):
         return Fault(kind, at, win, (rng.choice(sorted(shape.nodes)),))
     if kind == "cut":
