@@ -1,12 +1,15 @@
 """Benchmark ``testbed explore``: cases per hour on the pub/sub smoke topology.
 
-    .venv/bin/python benchmarks/bench_explore.py [--runs 4] [--jobs 1] [--seed 1] [--topology topologies/smoke.yaml]
+    .venv/bin/python benchmarks/bench_explore.py [--runs 4] [--jobs 1] [--seed 1] [--shrink-runs 0]
+                                                 [--topology topologies/smoke.yaml]
 
 Runs a real exploration (local provider, real node processes, the protocol's Spark checks in
 one session) of ``--runs`` cases with every fault kind, and reports: wall time, cases per hour,
 per case the run time (``testbed run`` in a subprocess: bring-up, settle, workload, drain,
 collect, down) and the check time (ingest + checks), the Spark start-up (the first case's
-check time minus the mean of the others), and the load average before and after. The
+check time minus the mean of the others), and the load average before and after. Shrinking
+is off by default (``--shrink-runs 0``: a violation is recorded, not shrunk), so the number
+is the rate of drawing, running and checking cases; a shrink costs one case per run. The
 exploration directory is kept in a temporary directory and removed. Results:
 benchmarks/results/explore.json.
 """
@@ -35,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--shrink-runs", type=int, default=0)
     ap.add_argument("--topology", default=str(ROOT / "topologies" / "smoke.yaml"))
     args = ap.parse_args(argv)
 
@@ -42,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-explore-") as tmp:
         t = time.monotonic()
         res = explore(args.topology, runs=args.runs, seed=args.seed, jobs=args.jobs, out=tmp,
+                      shrink_runs=args.shrink_runs,
                       progress=lambda m: print(m, file=sys.stderr, flush=True))
         wall = time.monotonic() - t
         s = res.summary
@@ -52,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "topology": str(Path(args.topology).resolve().relative_to(ROOT)) if Path(args.topology).resolve().is_relative_to(ROOT)
         else args.topology,
-        "runs": args.runs, "jobs": args.jobs, "seed": args.seed,
+        "runs": args.runs, "jobs": args.jobs, "seed": args.seed, "shrink_runs_allowed": args.shrink_runs,
         "cases": s["cases"], "status": s["status"], "violations": s["violations"],
         "wall_s": round(wall, 1), "cases_per_hour": round(s["cases"] / wall * 3600, 1),
         "run_s_mean": round(statistics.mean(run_s), 2) if run_s else None,

@@ -451,6 +451,8 @@ def explore(topology: str | None = None, *, runs: int | None = None, budget: str
         raise UsageError("--runs: at least 1")
     if jobs < 1:
         raise UsageError("--jobs: at least 1")
+    if shrink_runs < 0:
+        raise UsageError("--shrink-runs: 0 or more (0: record violations without shrinking)")
     if resume is not None:
         path = Path(resume) if Path(resume).is_dir() else Path(out) / resume
         if not (path / "exploration.json").is_file():
