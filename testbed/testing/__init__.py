@@ -6,6 +6,9 @@
   ``bench_ansible``.
 - :mod:`~testbed.testing.synthetic`: synthetic run directories with known answers (analysis tests,
   ``bench_analysis``).
+- :mod:`~testbed.testing.forgetful`: a deliberately broken pub/sub variant (a broker that never
+  re-syncs a neighbour coming back), registered through an entry point only by the tests of
+  ``testbed explore``.
 
 An import-linter contract in ``pyproject.toml`` keeps the package free of imports of this one.
 """
