@@ -360,7 +360,7 @@ class Exploration:
                      stop=self.over_budget)
         m = res.case
         head = (f"testbed explore {self.path.name}: the minimal case found for property `{prop}`\n"
-                f"(seed {self.s.seed}, case {case.index}; shrunk in {res.runs} runs from {case.n_entries} fault "
+                f"(seed {self.s.seed}, case {case.index}; shrunk in {res.runs} run(s) from {case.n_entries} fault "
                 f"entries to {m.n_entries}{'; the shrink budget ran out' if res.exhausted else ''})\n"
                 f"topology explored: {self.s.topology}\n"
                 f"reproduce: testbed run <this file>   (seed: {m.seed} is the seed of the failing run)")
@@ -408,6 +408,11 @@ class Exploration:
         return doc
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell (a partition's groups are written with ``|``)."""
+    return text.replace("|", "\\|")
+
+
 def summary_markdown(doc: dict[str, Any]) -> str:
     s = doc["settings"]
     lines = [f"# Exploration {doc['id']}", "",
@@ -421,19 +426,19 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         head += f"; time per run {rs['mean']:.1f}s (min {rs['min']:.1f}, max {rs['max']:.1f})"
     if cs:
         head += f"; checks {cs['mean']:.1f}s per case"
-    lines += [head + f"; {doc['wall_s']:.0f}s in all.", ""]
+    lines += [head + f"; {doc['wall_s']:.0f}s in this session (a resume reads verdicts on disk back).", ""]
     lines += ["## Violations per property", ""]
     if doc["violations"]:
         lines += ["| property | cases | minimal case | fault entries |", "|---|---|---|---|"]
         for p, n in sorted(doc["violations"].items()):
             m = doc["minimal"].get(p)
             lines.append(f"| {p} | {n} | {m['file'] if m else '-'} | "
-                         f"{(str(m['entries_after']) + ': ' + '; '.join(m['faults_after'])) if m else '-'} |")
+                         f"{_cell(str(m['entries_after']) + ': ' + '; '.join(m['faults_after'])) if m else '-'} |")
     else:
         lines.append("none")
     lines += ["", "## Cases", "", "| case | verdict | failed | faults | run s |", "|---|---|---|---|---|"]
     for c in doc["per_case"]:
-        lines.append(f"| {c['case']} | {c['status']} | {', '.join(c['failed'])} | {'; '.join(c['faults'])} | "
+        lines.append(f"| {c['case']} | {c['status']} | {', '.join(c['failed'])} | {_cell('; '.join(c['faults']))} | "
                      f"{c['run_s'] if c['run_s'] is not None else '-'} |")
     return "\n".join(lines) + "\n"
 

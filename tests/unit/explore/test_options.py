@@ -44,3 +44,24 @@ def test_runs_and_budget_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as e:
         main(["explore", "topologies/smoke.yaml", "--runs", "3", "--budget", "5m"])
     assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_summary_markdown_keeps_one_cell_per_column():
+    from testbed.explore.runner import summary_markdown
+
+    doc = {"id": "x", "settings": {"topology": "t.yaml", "seed": 3, "provider": None, "jobs": 1},
+           "fault_kinds": ["partition"], "vary": [], "skipped": ["--vary links: skipped: because"],
+           "quiet_tail_s": 6.0, "cases": 1, "status": {"violation": 1}, "violations": {"completeness": 1},
+           "run_s": {"mean": 20.0, "min": 20.0, "max": 20.0}, "check_s": None, "wall_s": 30.0,
+           "minimal": {"completeness": {"file": "m.yaml", "entries_after": 1,
+                                        "faults_after": ["partition a | b at 1s for 2s"], "runs": 3,
+                                        "exhausted": False, "case": 0}},
+           "per_case": [{"case": 0, "status": "violation", "failed": ["completeness"],
+                         "faults": ["partition a | b at 1s for 2s"], "run_s": 20.0, "check_s": None,
+                         "run_dir": "r", "error": None}]}
+    md = summary_markdown(doc)
+    [violations] = [ln for ln in md.splitlines() if ln.startswith("| completeness")]
+    [case] = [ln for ln in md.splitlines() if ln.startswith("| 0 ")]
+    assert violations.replace("\\|", "").count("|") == 5, violations  # 4 columns
+    assert case.replace("\\|", "").count("|") == 6, case  # 5 columns
+    assert "- --vary links: skipped: because" in md and "**1 cases** (1 violation)" in md
