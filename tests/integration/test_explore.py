@@ -94,6 +94,10 @@ def test_forgetful_broker_is_found_and_shrunk_to_at_most_two_faults(spark, forge
     assert text.startswith("# testbed explore") and "reproduce: testbed run" in text
     plan = validate_text(text, str(minimal))  # what `testbed run` will read
     assert {a.op for a in plan.actions} == {"crash", "restart"}
+    # the minimal file is a case `testbed run` already ran and saw fail: the same topology, seed included
+    failed = [json.loads(v.read_text()) for v in (res.path / "verdicts").glob("*.json")]
+    same = [v for v in failed if parse(Path(v["file"]).read_text()) == parse(text)]
+    assert same and all("completeness" in v["failed"] for v in same), [v["file"] for v in failed]
     assert (res.path / "summary.md").read_text().count("completeness") >= 2
 
     # the same minimal case with the correct broker: the checks pass, so the bug made the violation
