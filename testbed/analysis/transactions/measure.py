@@ -178,7 +178,7 @@ def check_run(spark, run_dir: str | Path, functions: Iterable[str] | None = None
     from testbed.protocols import checks_for
 
     run = Path(run_dir)
-    ing = ingest(spark, run, write=False)
+    ing = ingest(spark, run)  # stored as Parquet in the run directory: every check reads that, not the JSON
     ctx = AnalysisContext.build(spark, run, _plan(run), json.loads((run / "manifest.json").read_text()), dict(ing))
     want = set(functions) if functions is not None else None
     out = []
