@@ -113,6 +113,7 @@ def inbound_rate(path: Path, title: str, runs: dict[str, dict[str, Any]]) -> Pat
         for i, (s, e) in enumerate(r["windows"]):
             ax.axvspan(s, max(e, s + 0.05), color="tab:red", alpha=0.15, label="dispatch" if i == 0 else None)
         ax.set_ylabel("events/s")
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     axes[-1, 0].set_xlabel("time (s from the start of the run)")
