@@ -1,0 +1,170 @@
+"""The transactions paper (experiments/transactions.py): the wait search's bisection, the grids,
+and every claim judged on good and on broken data."""
+
+import math
+
+import pytest
+
+from testbed import api
+from testbed.analysis.transactions.measure import rate_drop, throughput
+from testbed.experiments import claims as C
+from testbed.experiments import papers, topologies
+from testbed.experiments import transactions as T
+from testbed.experiments.runner import plan_work
+
+
+# ------------------------------------------------------------------------------ the wait search
+def _oracle(threshold):
+    calls = []
+
+    def ok(w):
+        calls.append(w)
+        return w >= threshold
+
+    return ok, calls
+
+
+@pytest.mark.parametrize("threshold", [0, 1, 50, 130, 150, 399, 400, 401, 900, 2000])
+def test_bisect_finds_the_smallest_passing_multiple_and_probed_the_one_below(threshold):
+    ok, calls = _oracle(threshold)
+    w, tried = T.bisect_wait(ok, 400)
+    want = math.ceil(threshold / 50) * 50
+    assert w == want
+    assert tried[w] is True
+    if w > 0:
+        assert tried[w - 50] is False  # the confirmation is part of the search
+    assert all(c % 50 == 0 for c in calls) and len(calls) == len(set(calls))  # multiples of 50, each once
+    assert len(calls) <= 10  # doubling, then a bisection over at most 32 multiples
+
+
+def test_bisect_gives_up_past_the_limit_and_counts_probes():
+    ok, calls = _oracle(10**6)
+    w, tried = T.bisect_wait(ok, 400, limit=3200)
+    assert w is None and calls == [400, 800, 1600, 3200] and not any(tried.values())
+    ok, calls = _oracle(130)
+    assert T.bisect_wait(ok, 400)[0] == 150 and calls == [400, 150, 50, 100]
+
+
+def test_a_reproduce_plan_names_its_point():
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    sv = {"scale": "quick", "variant": "blwait", "overlay": "tree5", "placement": 2, "threads": 5,
+          "instances": 2, "transactions": 12, "wait_ms": 150}
+    [plan] = api.plans(path, sv)
+    assert T.point_of(plan) == {k: v for k, v in sv.items() if k != "wait_ms"}
+    assert plan.params["wait"] == pytest.approx(0.15) and plan.params["timeout"] == 2
+    assert sum(1 for n in plan.nodes.values() if n.role == "broker") == 5
+    with pytest.raises(ValueError, match="reproduce.yaml"):
+        T.point_of(api.plans(str(topologies.find("transactions", "fig5-dtx.yaml")))[0])
+
+
+def test_grids_cover_every_figure_at_both_scales():
+    p = papers()["transactions"]
+    for scale in ("quick", "paper"):
+        work = plan_work(p, scale, [5], None)
+        assert {w.grid.name for w, _, _ in work} == {"base", "wait-line3"}
+        assert sum(1 for w, _, _ in work if w.grid.name == "base") == 3 * 3
+        allw = plan_work(p, scale, [5, 6, 7, 8, 9], None)
+        waits = [pt for w, pt, _ in allw if w.grid.name.startswith("wait-")]
+        assert all(pt["variant"] == "blwait" for pt in waits)
+        names = {T.config_name(pt.get("overlay", "line3"), pt.get("threads", 1), pt.get("instances", 1)) for pt in waits}
+        assert names == {c.name for c in T.configs(scale)}
+        for w, pt, _ in allw:
+            if w.grid.name != "fig9":
+                assert T.point_of(w.plan)["scale"] == scale
+
+
+# ------------------------------------------------------------------------------ claims
+def _v(c):
+    return {x.sentence: x.verdict for x in c if x.kind != "information"}
+
+
+def test_fig5_claims_hold_on_the_paper_shape_and_fail_on_a_swapped_order():
+    lat = {"stx": (50, 52, 51), "blwait": (190, 195, 185), "dtxni": (560, 555, 565), "dtx": (570, 575, 565)}
+    thr = {v: tuple(1000 / x for x in xs) for v, xs in lat.items()}
+    tl = {v: (1.0, 1.05, 0.95) for v in lat}
+    good = _v(T.claims_5(lat, thr, tl))
+    assert set(good.values()) == {C.PASS}, good
+    bad_lat = {**lat, "stx": (300, 310, 305), "dtxni": (300, 310, 305)}
+    bad = _v(T.claims_5(bad_lat, {v: tuple(1000 / x for x in xs) for v, xs in bad_lat.items()},
+                        {v: (2.0, 2.0, 2.0) for v in lat}))
+    assert set(bad.values()) == {C.FAIL}, bad
+    assert _v(T.claims_5({"stx": (1, 2)}, {}, {}))["lat(S-TX) < lat(BL-WAIT) < lat(D-TXNI), lat(D-TX)"] == C.NO_DATA
+
+
+def _sweep(vals, jitter=(0.0, 1.0, -1.0)):
+    """vals[variant][x] = mean -> 3 samples around it."""
+    return {v: {x: tuple(m + j for j in jitter) for x, m in xs.items()} for v, xs in vals.items()}
+
+
+def test_fig6_claims():
+    good = _sweep({"stx": {1: 30, 3: 45, 9: 60}, "blwait": {1: 70, 3: 190, 9: 180},
+                   "dtxni": {1: 400, 3: 560, 9: 850}, "dtx": {1: 410, 3: 570, 9: 911}})
+    good["blwait"][9] = (182.0, 183.0, 181.0)
+    res = _v(T.claims_6(good))
+    assert res.pop("the 9-broker / 1-broker latency ratio is smallest for S-TX") == C.PASS
+    assert set(res.values()) == {C.PASS}, res
+    flat = _sweep({"stx": {1: 60, 9: 60}, "blwait": {1: 50, 9: 200}, "dtxni": {1: 400, 9: 950},
+                   "dtx": {1: 410, 9: 911}})
+    res = _v(T.claims_6(flat))
+    assert res["order S-TX < BL-WAIT < D-TXNI at every size"] == C.FAIL
+    assert res["all degrade with size: latency rises with the number of brokers"] == C.FAIL
+    assert res["D-TXNI <= D-TX at every size"] == C.FAIL
+    assert res["D-TXNI better than D-TX on large overlays: lat(D-TXNI) < lat(D-TX) at 9"] == C.FAIL
+
+
+def test_fig7_and_fig8_claims():
+    lat7 = _sweep({"blwait": {1: 200, 10: 300}, "stx": {1: 50, 10: 150}, "dtx": {1: 570, 10: 2280},
+                   "dtxni": {1: 560, 10: 2200}})
+    thr7 = _sweep({"blwait": {1: 5, 10: 35}, "stx": {1: 20, 10: 74}, "dtx": {1: 1.75, 10: 4}, "dtxni": {1: 1.8, 10: 4}},
+                  (0.0, 0.01, -0.01))
+    assert set(_v(T.claims_7(lat7, thr7)).values()) == {C.PASS}
+    bad = _v(T.claims_7(_sweep({"blwait": {1: 200, 10: 900}, "stx": {1: 50, 10: 60}, "dtx": {1: 570, 10: 600},
+                                "dtxni": {1: 560, 10: 600}}), thr7))
+    assert bad["latency ratio 1 -> 10 threads: BL-WAIT < S-TX < D-TX"] == C.FAIL
+    assert bad["order S-TX < BL-WAIT < D-TX, D-TXNI at every thread count"] == C.FAIL
+    lat8 = _sweep({"stx": {1: 50, 5: 60, 10: 70}, "blwait": {1: 200, 5: 250, 10: 280},
+                   "dtx": {1: 570, 5: 700, 10: 2000}, "dtxni": {1: 560, 5: 650, 10: 1500}})
+    thr8 = _sweep({"stx": {1: 20, 5: 90, 10: 150}, "blwait": {1: 5, 5: 20, 10: 38},
+                   "dtx": {1: 1.75, 5: 6, 10: 4}, "dtxni": {1: 1.8, 5: 6.5, 10: 5}}, (0.0, 0.01, -0.01))
+    good = _v(T.claims_8(lat8, thr8, lat7, thr7))
+    assert set(good.values()) == {C.PASS}, good
+    thr8["dtx"][10] = (8.0, 8.01, 7.99)
+    bad = _v(T.claims_8(lat8, thr8, lat7, thr7))
+    assert bad["D-TX throughput rises to 20 clients then drops at 40"] == C.FAIL
+    assert bad["D-TXNI scales better than D-TX: thr D-TXNI(40) > thr D-TX(40)"] == C.FAIL
+
+
+def test_fig9_claims_and_rate_drop():
+    steady = {b: 1000.0 for b in range(20)}
+    windows = [(5.2, 6.4), (11.0, 12.5)]
+    m = rate_drop(steady, windows)
+    assert m["ratio"] == pytest.approx(1.0) and m["cv"] == pytest.approx(0.0) and m["bins_in"] == 4
+    dropped = {b: (400.0 if b in (5, 6, 11, 12) else 1000.0) for b in range(20)}
+    d = rate_drop(dropped, windows)
+    assert d["ratio"] == pytest.approx(0.4) and d["cv"] > 0.2
+    noisy = {b: 1000.0 + (30 if b % 2 else -30) for b in range(20)}
+    n = rate_drop(noisy, windows)
+    good = _v(T.claims_9({"dtx": [d] * 3, "dtxni": [d] * 3, "stx": [m, n, m]}))
+    assert set(good.values()) == {C.PASS}, good
+    bad = _v(T.claims_9({"dtx": [m] * 3, "dtxni": [m] * 3, "stx": [d] * 3}))
+    assert set(bad.values()) == {C.FAIL}, bad
+    assert math.isnan(rate_drop({b: 0.0 for b in range(5)}, windows)["ratio"])
+
+
+def test_checks_and_wait_claims():
+    ok = {"run": "a", "checks": [{"check": c, "passed": True} for c in T.CHECKS_REQUIRED]}
+    broken = {"run": "b", "checks": [{"check": c, "passed": c != "transactions.p3_atomicity"}
+                                     for c in T.CHECKS_REQUIRED]}
+    assert T.claims_checks(5, [ok, ok]).verdict == C.PASS
+    c = T.claims_checks(5, [ok, broken])
+    assert c.verdict == C.FAIL and c.measured.detail["failing_checks"] == ["transactions.p3_atomicity"]
+    row = {"config": "line3", "wait_ms": 100, "confirmed": True,
+           "probes": [{"wait_ms": 50, "passed": False}, {"wait_ms": 100, "passed": True}]}
+    assert T.claims_wait(5, [row])[0].verdict == C.PASS
+    assert T.claims_wait(5, [{**row, "confirmed": False}])[0].verdict == C.FAIL
+    assert T.claims_wait(5, [{**row, "wait_ms": None}])[0].verdict == C.FAIL
+
+
+def test_throughput_definitions():
+    assert throughput({"threads": 1, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 4.0
+    assert throughput({"threads": 5, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 3.0
