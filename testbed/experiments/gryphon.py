@@ -266,7 +266,8 @@ def analyze(ctx) -> None:
 
         if ctx.wants(4):
             series_plot(ctx.figure_path(4), "Fig 4: CPU utilization vs subscribers", "subscribers at the SHB",
-                        "CPU utilization (% of one core)", {**series("cpu_p1", "PHB"), **series("cpu_s1", "SHB")},
+                        "CPU utilization (% of one core; paper: 6-processor machines)",
+                        {**series("cpu_p1", "PHB"), **series("cpu_s1", "SHB")},
                         _refs(ctx, 4))
         if ctx.wants(5):
             series_plot(ctx.figure_path(5), "Fig 5: latency vs subscribers", "subscribers at the SHB",

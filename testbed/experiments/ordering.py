@@ -329,6 +329,17 @@ def analyze(ctx) -> None:
             bar_plot(ctx.figure_path(fig), f"Fig {fig}: % outgoing bandwidth per server ({scale}, "
                      f"{BW_RATE[scale]} req/s)", "% outgoing bandwidth", groups, _refs(ctx, fig))
     ctx.add(*claims_bw(per_shape, ctx.figs))
+    if ctx.wants(9, 11, 12):
+        pred = _predict_runs({k: d for k, d in rate_dirs.items()
+                              if (r := run_row(d, {}))["rate"] == BW_RATE[scale]})
+        rows = predicted_rows(pred, {k: run_row(d, summary.get(k, {})) for k, d in rate_dirs.items()},
+                              {k: {srv: v["outgoing_pct"] for srv, v in bw.get(k, {}).items()} for k in rate_dirs},
+                              BW_RATE[scale], ctx.figs)
+        if rows:
+            ctx.numbers["predicted"] = rows
+            write_csv("predicted.csv", [{"figure": r["figure"], "series": r["series"], "quantity": r["quantity"],
+                                         "seed": i, "measured": m, "predicted": p}
+                                        for r in rows for i, (m, p) in enumerate(zip(r["measured"], r["predicted"]))])
     if ctx.wants(13, 14):
         write_csv("fig13-14.csv", subs_rows)
     if ctx.wants(13):
@@ -348,6 +359,60 @@ def analyze(ctx) -> None:
                                    "passed": r["passed"], "violations": r["violations"],
                                    "notifications": r.get("notifications"), "expected": r.get("expected"),
                                    "examples": r.get("examples", [])[:3]})
+
+
+# ------------------------------------------------------------------------------ the predictor, beside the runs
+def _predict_runs(dirs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """run key -> ``testbed.analysis.ordering.predict.predict`` of its plan (``plan.json``)."""
+    import json
+    from pathlib import Path
+
+    from testbed.analysis.ordering.predict import predict
+    from testbed.topology.plan import Plan
+
+    out = {}
+    for k, d in dirs.items():
+        out[k] = predict(Plan.from_dict(json.loads((Path(d) / "plan.json").read_text())))
+    return out
+
+
+def predicted_rows(pred: dict[str, dict[str, Any]], rows: dict[str, dict[str, Any]],
+                   bw: dict[str, dict[str, float]], bw_rate: int, figs: list[int]) -> list[dict[str, Any]]:
+    """Measured against predicted, per figure, series and quantity, one value per seed each.
+
+    ``pred``: run key -> prediction (the runs at ``bw_rate``); ``rows``: run key -> ``run_row`` of
+    every rate run; ``bw``: run key -> {server: measured outgoing %}. Fig 11-12: each server's
+    forwarding share at ``bw_rate``; Fig 9: the mean timestamp latency at the sweep's lowest rate
+    (the predictor has no queueing, so the least loaded point is the one to compare) and at
+    ``bw_rate``. The prediction depends on the shape and the seed, not on the rate.
+    """
+    by_seed: dict[tuple[float, int], dict[str, Any]] = {}
+    for k, p in pred.items():
+        r = rows.get(k)
+        if r:
+            by_seed[(r["shape"], r["repeat"])] = p
+    out: list[dict[str, Any]] = []
+    for shape, fig in ((0.901, 11), (0.349, 12)):
+        if fig not in figs:
+            continue
+        keys = sorted(k for k in pred if rows.get(k, {}).get("shape") == shape)
+        servers = sorted({s for k in keys for s in pred[k]["forwarding_pct"]})
+        for srv in servers:
+            out.append({"figure": fig, "series": f"shape {shape}", "quantity": f"% outgoing, {srv}",
+                        "measured": [bw.get(k, {}).get(srv, 0.0) for k in keys],
+                        "predicted": [pred[k]["forwarding_pct"][srv] for k in keys]})
+    if 9 in figs and by_seed:
+        lowest = min(r["rate"] for r in rows.values())
+        for shape in SHAPES:
+            seeds = sorted(rep for sh, rep in by_seed if sh == shape)
+            for rate in sorted({lowest, bw_rate}):
+                meas = {r["repeat"]: r.get("latency_mean_ms") for r in rows.values()
+                        if r["shape"] == shape and r["rate"] == rate}
+                out.append({"figure": 9, "series": f"shape {shape}",
+                            "quantity": f"mean latency (ms) at {rate} req/s",
+                            "measured": [meas.get(s) for s in seeds],
+                            "predicted": [by_seed[(shape, s)]["latency_mean_ms"] for s in seeds]})
+    return out
 
 
 _STATED = {

@@ -273,3 +273,17 @@ def test_recovery_time_ignores_a_stray_slow_delivery():
     assert 1.5 < r < 2.5
     assert recovery_s(df, "s2", 5.0) == 0.0
     assert not math.isnan(r)
+
+
+def test_ordering_predicted_rows_pair_each_seed_with_its_prediction():
+    rows = {f"{sh}/{rate}/{r}": {"shape": sh, "rate": rate, "repeat": r, "latency_mean_ms": 30.0 + r + rate / 100}
+            for sh in O.SHAPES for rate in (500, 1000) for r in range(3)}
+    pred = {k: {"forwarding_pct": {"tm1": 0.0, "tm2": 10.0 * row["shape"]}, "latency_mean_ms": 20.0 + row["repeat"]}
+            for k, row in rows.items() if row["rate"] == 1000}
+    bw = {k: {"tm1": 0.0, "tm2": 9.0} for k in pred}
+    out = O.predicted_rows(pred, rows, bw, 1000, [9, 11, 12])
+    fwd = [x for x in out if x["figure"] == 12 and x["quantity"] == "% outgoing, tm2"][0]
+    assert fwd["measured"] == [9.0] * 3 and fwd["predicted"] == pytest.approx([3.49] * 3)
+    lat = [x for x in out if x["figure"] == 9 and x["series"] == "shape 0.901" and "500 req/s" in x["quantity"]][0]
+    assert lat["measured"] == [35.0, 36.0, 37.0] and lat["predicted"] == [20.0, 21.0, 22.0]
+    assert not O.predicted_rows(pred, rows, bw, 1000, [10])
