@@ -72,7 +72,7 @@ def test_ordering_fig7_claims_hold_and_fail_on_data():
     assert good["at 10 topics/subscriber: about 17 (shape 0.901)"] == C.INFO  # absolute: information
     bad = {c.sentence: c.verdict for c in O.claims_fig7(_rows7([1, 60, 400], [1, 20, 300]), 1000)}
     assert {v for k, v in bad.items() if not k.startswith("the size rises") and not k.startswith("at 10")
-            and "publications" not in k} == {C.FAIL}, bad
+            and "publications" not in k and not k.startswith("below 10")} == {C.FAIL}, bad
     flat = O.claims_fig7(_rows7([1, 1, 1], [1, 46, 990]), 1000)
     assert [c.verdict for c in flat if c.sentence == "the size rises with the subscriptions (shape 0.901)"] == [C.FAIL]
     few = {c.sentence: c.verdict for c in O.claims_fig7(_rows7([1, 17, 950], [1, 46, 990], seeds=2), 1000)}
@@ -287,3 +287,12 @@ def test_ordering_predicted_rows_pair_each_seed_with_its_prediction():
     lat = [x for x in out if x["figure"] == 9 and x["series"] == "shape 0.901" and "500 req/s" in x["quantity"]][0]
     assert lat["measured"] == [35.0, 36.0, 37.0] and lat["predicted"] == [20.0, 21.0, 22.0]
     assert not O.predicted_rows(pred, rows, bw, 1000, [10])
+
+
+def test_ordering_fig7_judges_the_paper_range_only():
+    # reversed at k=1 (below the paper's leftmost 10 topics/subscriber): reported, not judged
+    rows = _rows7([1.2, 17, 950], [1.1, 46, 990])
+    cl = {c.sentence: c for c in O.claims_fig7(rows, 1000)}
+    assert cl["0.901 always below 0.349"].verdict == C.PASS
+    small = cl["below 10 topics/subscriber (outside the paper's figure)"]
+    assert small.verdict == C.INFO and small.measured.detail["by"]["k=1"]["verdict"] == C.FAIL
