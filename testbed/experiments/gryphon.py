@@ -25,7 +25,6 @@ from testbed.experiments.grid import Figure, Grid, Paper, Reference
 # (a 51 MB log per run to analyse) would take quick past its 20 minutes.
 SUBSCRIBERS = {"quick": [1000, 4000], "paper": [1000, 4000, 8000, 16000]}
 MODES = ("gd", "best-effort")
-NORMAL_MS = 100.0  # as testbed.analysis.gryphon.measure.NORMAL_MS
 
 # Every tolerance of this paper, with its reason (one place).
 TOL = {
@@ -235,8 +234,10 @@ def claims_8(ms: list[dict[str, Any]]) -> list[C.Claim]:
                 [m["ackexpected_after_restart"] >= 1 and m["shbs_nacking_after_restart"] == ["s1", "s2", "s3", "s4", "s5"]
                  for m in ms], judged=">= 1 AckExpected after the restart and nacks from every SHB",
                 samples=g("ackexpected_after_restart")),
-        C.shape(8, "latency back to normal quickly", [m["s1_median_2s_after_restart_ms"] <= NORMAL_MS for m in ms],
-                judged=f"s1's median latency from 2 s after the restart <= {NORMAL_MS:g} ms",
+        C.shape(8, "latency back to normal quickly",
+                [m["s1_median_2s_after_restart_ms"] <= 2 * m["s1_baseline_median_ms"] + 20 for m in ms],
+                judged="s1's median latency from 2 s after the restart <= 2 x its median before the stall + 20 ms "
+                       "(Fig 6's rule; 'normal' is the run's own: GD latency includes the 100 ms log force)",
                 samples=g("s1_median_2s_after_restart_ms")),
     ]
 

@@ -215,7 +215,9 @@ def measure_8(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
     s1 = lat[lat["broker"] == "s1"]
     ackexp = rd.pdf("g_ackexp", ["t_rel_s"])
     after = nk[(nk["nack_s"] >= t_restart) & (nk["origin"] == "subend")]
+    base = _median(s1[s1["pub_s"] < t_stall - 0.5], "lat_ms")
     return {
+        "s1_baseline_median_ms": base,
         "nacks_while_down": len(nk[(nk["nack_s"] > t_crash) & (nk["nack_s"] < t_restart)]),
         "held_max_latency_ms": _max(s1[(s1["pub_s"] >= t_stall) & (s1["pub_s"] <= t_crash)], "lat_ms"),
         "downtime_s": t_restart - t_crash,
