@@ -53,6 +53,19 @@ def load_results(out_dir: Path) -> list[dict[str, Any]]:
     return res
 
 
+def predicted_for(result: dict[str, Any], figure: int) -> list[dict[str, Any]]:
+    """The measured-vs-predicted rows of one figure (``numbers.predicted``, written by a paper's
+    ``analyze`` from its predictor): each has series, quantity, and per-seed measured / predicted."""
+    return [x for x in ((result.get("numbers") or {}).get("predicted") or []) if x.get("figure") == figure]
+
+
+def _stats(xs: list[Any]) -> dict[str, Any]:
+    from testbed.experiments.claims import mean, spread
+
+    v = [x for x in xs if x is not None]
+    return {"mean": mean(v) if v else None, "spread": spread(v) if v else None, "n": len(v)}
+
+
 def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per check: runs passed / runs, violations, the failing runs (every run's row: checks.json)."""
     by: dict[str, dict[str, Any]] = {}
@@ -100,6 +113,15 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
                          f"{_m(c['measured'])} | {_cell(c.get('tolerance') or '-')} | "
                          f"{VERDICT_TEXT[c['verdict']]}{_cell(why)} |")
             L.append("")
+        pr = predicted_for(r, f["number"])
+        if pr:
+            L += ["Measured against the predictor (`testbed predict`: the plan alone, no queueing):", "",
+                  "| series | quantity | measured (mean ± spread, seeds) | predicted (mean ± spread, seeds) |",
+                  "|---|---|---|---|"]
+            for x in pr:
+                L.append(f"| {_cell(x['series'])} | {_cell(x['quantity'])} | {_m(_stats(x['measured']))} | "
+                         f"{_m(_stats(x['predicted']))} |")
+            L.append("")
     rows = check_rows(r)
     L += [f"{h}# History checks", ""]
     if rows:
@@ -110,8 +132,9 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
                      f"{_cell(', '.join(c['failing']) or '-')} |")
     else:
         L.append("(none)")
-    if r.get("numbers"):
-        L += ["", f"{h}# Numbers", "", "```json", json.dumps(r["numbers"], indent=1, default=str), "```"]
+    numbers = {k: v for k, v in (r.get("numbers") or {}).items() if k != "predicted"}
+    if numbers:
+        L += ["", f"{h}# Numbers", "", "```json", json.dumps(numbers, indent=1, default=str), "```"]
     L += ["", f"{h}# Runs used", ""]
     for x in r.get("runs") or []:
         L.append(f"- `{x['name']}`: {x.get('run') or 'computed'}{' (reused)' if x.get('reused') else ''}")
@@ -195,6 +218,15 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
                          f"<td>{e(c['kind'])}</td><td>{e(_pv(c.get('paper_value')))}</td>"
                          f"<td>{e(_m(c['measured']))}</td><td>{e(c.get('tolerance') or '-')}{reason}</td>"
                          f"<td class='{cls}'>{e(c['verdict'])}</td></tr>")
+            H.append("</table>")
+        pr = predicted_for(r, f["number"])
+        if pr:
+            H.append("<p>Measured against the predictor (<code>testbed predict</code>: the plan alone, no "
+                     "queueing):</p><table class='predicted'><tr><th>series</th><th>quantity</th>"
+                     "<th>measured (mean ± spread, seeds)</th><th>predicted (mean ± spread, seeds)</th></tr>")
+            for x in pr:
+                H.append(f"<tr><td>{e(x['series'])}</td><td>{e(x['quantity'])}</td>"
+                         f"<td>{e(_m(_stats(x['measured'])))}</td><td>{e(_m(_stats(x['predicted'])))}</td></tr>")
             H.append("</table>")
     H.append("<h3>History checks</h3>")
     rows = check_rows(r)

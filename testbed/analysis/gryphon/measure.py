@@ -178,10 +178,17 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
     t_stall, t_crash, t_restart = (rd.fault_time("stall", "b1"), rd.fault_time("crash", "b1"),
                                    rd.fault_time("restart", "b1"))
     s1 = lat[lat["broker"] == "s1"]
-    routes = rd.pdf("g_route", ["node", "t_rel_s", "cell", "via"])
+    routes = rd.pdf("g_route", ["node", "t_rel_s", "pubend", "cell", "via"])
     p1r = routes[(routes["node"] == "p1") & (routes["cell"] == "ib1") & (routes["t_rel_s"] > t_crash)
                  & (routes["t_rel_s"] < t_restart)]
     after = nk[(nk["nack_s"] >= t_restart) & (nk["nack_s"] <= t_restart + 5)]
+    # the pubends p1 routed towards ib1 via b1 when the stall began (each pubend's last route before it)
+    before = routes[(routes["node"] == "p1") & (routes["cell"] == "ib1") & (routes["t_rel_s"] <= t_stall)]
+    if "pubend" in before:
+        last = before.sort_values("t_rel_s").groupby("pubend")["via"].last()
+        via_b1 = sorted(str(p) for p, v in last.items() if v == "b1")
+    else:
+        via_b1 = []
     r1, r2 = float(_nacks_of(nk, "s1")["range_ms"].sum()), float(_nacks_of(nk, "s2")["range_ms"].sum())
     b2 = nk[(nk["node"] == "b2") & (nk["origin"] == "broker")]
     rb2 = float(b2["range_ms"].sum())
@@ -190,6 +197,9 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "p1_routes_to_ib1_while_b1_down": sorted(set(p1r["via"])),
         "nacks_within_5s_of_restart": len(after),
         "s1_range_ms": r1, "s2_range_ms": r2,
+        "pubends_via_b1": via_b1,
+        "s1_nacked_pubends": sorted(set(_nacks_of(nk, "s1")["pubend"])) if "pubend" in nk else [],
+        "stall_s": t_crash - t_stall,
         "s1_nacks": len(_nacks_of(nk, "s1")), "s2_nacks": len(_nacks_of(nk, "s2")),
         "b2_range_ms": rb2,
         "b2_ratio_to_s1_plus_s2": rb2 / (r1 + r2) if r1 + r2 else math.nan,
@@ -205,7 +215,9 @@ def measure_8(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
     s1 = lat[lat["broker"] == "s1"]
     ackexp = rd.pdf("g_ackexp", ["t_rel_s"])
     after = nk[(nk["nack_s"] >= t_restart) & (nk["origin"] == "subend")]
+    base = _median(s1[s1["pub_s"] < t_stall - 0.5], "lat_ms")
     return {
+        "s1_baseline_median_ms": base,
         "nacks_while_down": len(nk[(nk["nack_s"] > t_crash) & (nk["nack_s"] < t_restart)]),
         "held_max_latency_ms": _max(s1[(s1["pub_s"] >= t_stall) & (s1["pub_s"] <= t_crash)], "lat_ms"),
         "downtime_s": t_restart - t_crash,

@@ -410,7 +410,7 @@ class Env(Protocol):
     def subscribed(self, cid: str, topic: int, ts: dict[int, int], latency_s: float) -> None: ...
 
 
-@dataclass
+@dataclass(eq=False)  # one buffered entry is itself: list.remove / `in` by identity, not by field equality
 class _Buffered:
     ev: dict[str, Any]
     ts: dict[int, int]
@@ -678,29 +678,41 @@ class OrderingModule:
         self.to_deliver.append(b)
 
     def _drain(self) -> None:  # (20-26)
+        """Notify every buffered event that is next, apply every ready dummy, until none is.
+
+        The paper's lines 20-26 pick any ready entry; each pass here looks at the entries in
+        increasing sequence number of their own topic, so a chain of dummies (or events) of one
+        topic buffered in reverse order resolves in one pass instead of one pass per entry (the
+        subscription phase of 200 co-subscribers buffers such chains by the thousand). The
+        buffer keeps its arrival order (the unreliable mode's head is "smallest timestamp, then
+        arrival"); entries leave it at the end of each pass, by identity.
+        """
         progress = True
         while progress and self.to_deliver:
             progress = False
-            for b in list(self.to_deliver):
+            gone: set[int] = set()
+            for b in sorted(self.to_deliver, key=lambda b: b.ts.get(b.topic, BOTTOM)):
                 if b.topic not in self.subs:
-                    self.to_deliver.remove(b)
+                    gone.add(id(b))
                     continue
                 if b.ev.get("dummy"):
                     if self._dummy_ready(b.ts, b.topic):
-                        self.to_deliver.remove(b)
+                        gone.add(id(b))
                         self._apply_dummy(b.ts, b.topic)
                         progress = True
                     continue
                 if b.ts[b.topic] <= self.sub_lc.get(b.topic, BOTTOM) or b.ev["eid"] in self._seen:
-                    self.to_deliver.remove(b)  # overtaken (forced delivery skipped past it)
+                    gone.add(id(b))  # overtaken (forced delivery skipped past it)
                     if not self.reliable and b.ev["eid"] not in self._seen:
                         self._notify(b.ev, b.ts, out_of_order=True, at=b.at)
                     progress = True
                     continue
                 if self._is_next(b.ts, b.topic):
-                    self.to_deliver.remove(b)
+                    gone.add(id(b))
                     self._notify(b.ev, b.ts, out_of_order=False, at=b.at)
                     progress = True
+            if gone:
+                self.to_deliver = [b for b in self.to_deliver if id(b) not in gone]
 
     # -- liveness: what the buffered events wait for ---------------------------------
     def waits_for(self, ts: Mapping[int, int], topic: int, dummy: bool = False) -> list[list[int]]:

@@ -31,6 +31,9 @@ class Params(StrictModel):
     between them until acknowledged, so a TM server survives crash + restart (with ``retry``).
     ``stuck_after``: a client logs ``o_stuck`` (with what it waits for) for an event held back
     this long (the liveness check reads it).
+    ``settle``: wait after the nodes are up before the workload starts (the clients subscribe
+    when they start; a client process busy with the subscription phase answers its control
+    channel only after it, so the figure topologies wait for it).
     ``foreign_eps``: with shape 0.901, each client's subscription holds, with this probability
     (independent of ``topics_per_client``), one topic of another site instead of one of its own
     site's. Default 0.05 from Sec 5.2: "just a small percentage of the clients of a geographic
@@ -50,6 +53,7 @@ class Params(StrictModel):
     tm_recovery: StrictBool = False
     pipeline: StrictBool = True
     foreign_eps: float = Field(default=FOREIGN_EPS, ge=0.0, le=1.0)
+    settle: Time = 1.0
 
 
 class TopicManagers(StrictModel):

@@ -46,3 +46,20 @@ def test_a_missing_figure_is_said_not_hidden(tmp_path):
     md, page = report.write_all(tmp_path)
     assert "<img" not in page.read_text() and "no figure drawn" in page.read_text()
     assert "(none)" in md.read_text()  # no checks
+
+
+def test_measured_against_predicted_is_a_table_under_its_figure(tmp_path):
+    _write(tmp_path, [])
+    p = tmp_path / "p" / "result.json"
+    res = json.loads(p.read_text())
+    res["numbers"] = {"predicted": [{"figure": 3, "series": "shape 0.349", "quantity": "% outgoing, tm2",
+                                     "measured": [9.0, 10.0, 11.0], "predicted": [9.8, 9.8, 9.8]},
+                                    {"figure": 4, "series": "x", "quantity": "y", "measured": [1], "predicted": [2]}],
+                      "other": 1}
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path)
+    text = md.read_text()
+    assert "| shape 0.349 | % outgoing, tm2 | 10.00 ± 1.00 (n=3) | 9.80 ± 0.00 (n=3) |" in text
+    assert "| x | y |" not in text  # Fig 4 is not in this result: its row is not shown under Fig 3
+    assert '"other": 1' in text and '"predicted"' not in text  # the rest of the numbers stay as JSON
+    assert "<td>% outgoing, tm2</td><td>10.00 ± 1.00 (n=3)</td><td>9.80 ± 0.00 (n=3)</td>" in page.read_text()

@@ -1,0 +1,47 @@
+"""measure_7 on hand-made frames: which pubends p1 routed via b1 when the stall began, and the stall."""
+
+import math
+
+import pandas as pd
+
+from testbed.analysis.gryphon.measure import measure_7
+
+
+class FakeRun:
+    def __init__(self, routes: pd.DataFrame, times: dict[str, float]):
+        self.routes, self.times, self.end_s = routes, times, 20.0
+
+    def fault_time(self, op: str, target: str) -> float:
+        return self.times.get(op, math.nan)
+
+    def pdf(self, ev: str, columns):
+        assert ev == "g_route"
+        return self.routes
+
+
+def _routes(rows):
+    return pd.DataFrame(rows, columns=["node", "t_rel_s", "pubend", "cell", "via"])
+
+
+def _nacks():
+    rows = [("s1", 8.0, "p1/pubs-0", 2750, "subend", "b2"), ("s1", 8.1, "p1/pubs-2", 2740, "subend", "b2"),
+            ("s2", 8.0, "p1/pubs-0", 2750, "subend", "b2"), ("b2", 8.2, "p1/pubs-0", 2750, "broker", "p1")]
+    return pd.DataFrame(rows, columns=["node", "nack_s", "pubend", "range_ms", "origin", "to"])
+
+
+def test_pubends_via_b1_are_the_last_routes_before_the_stall():
+    routes = _routes([
+        ("p1", 0.5, "p1/pubs-0", "ib1", "b1"), ("p1", 0.5, "p1/pubs-1", "ib1", "b2"),
+        ("p1", 0.5, "p1/pubs-2", "ib1", "b2"), ("p1", 0.5, "p1/pubs-3", "ib1", "b2"),
+        ("p1", 1.0, "p1/pubs-2", "ib1", "b1"),          # moved to b1 before the stall
+        ("p1", 0.5, "p1/pubs-1", "ib2", "b1"),          # another cell: not counted
+        ("p1", 7.8, "p1/pubs-0", "ib1", "b2"),          # after the crash: not counted
+        ("p1", 7.8, "p1/pubs-2", "ib1", "b2"),
+        ("b1", 0.5, "p1/pubs-3", "ib1", "b1"),          # another node: not counted
+    ])
+    lat = pd.DataFrame({"broker": ["s1"], "pub_s": [5.5], "lat_ms": [2500.0], "recv_s": [8.0]})
+    m = measure_7(FakeRun(routes, {"stall": 5.0, "crash": 7.75, "restart": 15.75}), lat, _nacks())
+    assert m["pubends_via_b1"] == ["p1/pubs-0", "p1/pubs-2"]
+    assert m["stall_s"] == 2.75
+    assert m["s1_range_ms"] == 5490.0 and m["s1_nacked_pubends"] == ["p1/pubs-0", "p1/pubs-2"]
+    assert m["p1_routes_to_ib1_while_b1_down"] == ["b2"]
