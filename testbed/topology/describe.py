@@ -58,7 +58,9 @@ def link_classes(plan: Plan) -> list[tuple[str, str, LinkSpec, int]]:
 
 
 def _action_text(a: Action) -> str:
-    if a.target:
+    if a.call:  # a protocol's own action
+        what = a.call.get("text") or " ".join(a.target)
+    elif a.target:
         what = " ".join(a.target) if a.op not in ("cut", "heal") else f"{a.target[0]} <-> {a.target[1]}"
         if a.close:
             what += " (connection closed)"

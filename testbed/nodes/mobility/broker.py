@@ -46,7 +46,7 @@ from collections import deque
 from typing import Any
 
 from testbed.nodes.mobility import events as _events  # noqa: F401  (registers the mobility events)
-from testbed.nodes.mobility.workloads import assign
+from testbed.nodes.mobility.workloads import assign, broker_order
 from testbed.nodes.pubsub.broker import Broker
 from testbed.nodes.pubsub.clients import next_incarnation
 from testbed.nodes.pubsub.filters import FilterError, parse_cached
@@ -136,7 +136,7 @@ class MobilityBroker(Broker):
         self.incarnation = next_incarnation(self.config.get("state_dir"))
         for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
-            for c in assign(spec, sorted(self.brokers, key=_broker_key)):
+            for c in assign(spec, broker_order(self.brokers)):
                 if c["start"] != self.name:
                     continue
                 c = dict(c, pause=float(g.get("pause", 10.0)), group=gname)
@@ -187,9 +187,17 @@ class MobilityBroker(Broker):
 
     def on_control(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
         if op == "move":
+            # the schedule sends a move to every broker (it does not know where the client is now):
+            # with ``quiet`` a broker that does not host the client says so without logging a skip
             client, to = str(args.get("client", "")), str(args.get("to", ""))
+            c = self.copies.get(client)
+            if args.get("quiet") and (c is None or c.state != "started"):
+                return {"ok": False, "error": "client not started here", "reason": "client not started here"}
             reason = self.start_move(client, to, scheduled=True)
-            return {"ok": reason is None, "reason": reason or ""}
+            out = {"ok": reason is None, "reason": reason or ""}
+            if reason is not None:
+                out["error"] = reason
+            return out
         if op == "reject":
             secs = float(args.get("for", 0.0))
             self.reject_until = self.rt.mono_ns() + int(secs * 1e9)
@@ -268,7 +276,7 @@ class MobilityBroker(Broker):
             others = [b for b in self.brokers if b != self.name]
             if not others:
                 return
-            dst = self.rt.rng.choice(sorted(others, key=_broker_key))
+            dst = self.rt.rng.choice(broker_order(others))
         self.start_move(client, dst)
 
     def _schedule_next(self, copy: Copy) -> None:
@@ -680,12 +688,6 @@ class MobilityBroker(Broker):
                     c.queue.append(q)
                 else:
                     self.mcount["local_unmatched"] += 1
-
-
-def _broker_key(name: str) -> tuple[int, str]:
-    """b2 before b10: numeric suffix order, then the name."""
-    digits = "".join(ch for ch in name if ch.isdigit())
-    return (int(digits) if digits else 0, name)
 
 
 def dumps(x: Any) -> str:  # pragma: no cover - debugging aid

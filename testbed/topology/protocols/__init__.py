@@ -21,6 +21,10 @@ scanning this package: adding a file here adds a protocol. Each module defines:
 ``ACYCLIC``       ``"forest"`` (the neighbour graph must have no cycle),
                   ``"cells"`` (no cycle after collapsing each ``cell`` into one
                   vertex) or ``None`` (any graph).
+``SCHEDULE``      optional ``{kind: ScheduleAction}``: the protocol's own ``faults`` entries
+                  (e.g. mobility's ``{at, move: {client, to}}``), validated with the action's
+                  ``value`` type and carried out on schedule as control calls to nodes
+                  (``ScheduleAction.call``); other protocols reject these keys.
 ``check``         optional ``check(topology) -> list[Problem]`` for rules the
                   models cannot express; it runs only when the rest of the file
                   is valid. Build problems with ``topology.problem(keys, msg)``
@@ -29,8 +33,10 @@ scanning this package: adding a file here adds a protocol. Each module defines:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 TOPOLOGY_ATTRS = ("Params", "Placement", "ClientParams", "NODE_ROLES", "CLIENT_ROLES", "ACYCLIC")
 
@@ -65,6 +71,61 @@ class _Registry(Mapping[str, ModuleType]):
 PROTOCOLS: Mapping[str, ModuleType] = _Registry()
 
 
+@dataclass(frozen=True)
+class ProtocolCall:
+    """What one protocol schedule action does: the control op ``op`` with ``args`` sent to every
+    node of ``targets``. ``any_ok``: the action happened when one target accepted it (a move is
+    sent to every broker; the one hosting the client starts it); otherwise every target must.
+    ``text`` is how ``testbed validate`` shows it."""
+
+    targets: tuple[str, ...]
+    op: str
+    args: dict[str, Any] = field(default_factory=dict)
+    any_ok: bool = False
+    text: str = ""
+
+
+class ActionError(ValueError):
+    """A schedule action's value names something the topology (or running plan) lacks; ``key`` is
+    where inside the value (``("to",)`` for ``move.to``), so the error can be located."""
+
+    def __init__(self, message: str, key: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class ScheduleAction:
+    """A protocol's own ``faults`` entry ``{at, <kind>: value[, for: DUR]}``.
+
+    ``value``   the value's type (a pydantic model or an annotated type such as ``Name``)
+    ``for_``    ``never`` | ``optional`` | ``required``: whether the entry takes ``for``
+    ``call``    ``call(value, for_s, roles) -> ProtocolCall`` (``roles``: process name -> role,
+                the topology's nodes and client groups), pure; raises ``ActionError`` for a name ``roles`` lacks
+    ``help``    one line for error messages
+    """
+
+    value: Any
+    call: Callable[[Any, float | None, dict[str, str]], ProtocolCall]
+    for_: str = "never"
+    help: str = ""
+
+    def validate(self, value: Any, for_s: float | None) -> Any:
+        """The validated value; pydantic's ValidationError, or ValueError for a wrong ``for``."""
+        from pydantic import TypeAdapter
+
+        if self.for_ == "never" and for_s is not None:
+            raise ValueError("'for' does not apply here")
+        if self.for_ == "required" and for_s is None:
+            raise ValueError("needs 'for' (how long)")
+        return TypeAdapter(self.value).validate_python(value)
+
+
+def schedule_actions(module: ModuleType | None) -> dict[str, ScheduleAction]:
+    """The protocol's own schedule actions ({} when it declares none)."""
+    return dict(getattr(module, "SCHEDULE", None) or {}) if module is not None else {}
+
+
 def client_params_model(module: ModuleType, role: str):
     """The ClientParams model of ``module`` for a client ``role`` (None if the role takes none)."""
     cp = getattr(module, "ClientParams", None)
@@ -73,4 +134,5 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "client_params_model"]
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "ProtocolCall", "ScheduleAction", "client_params_model",
+           "schedule_actions"]
