@@ -25,6 +25,8 @@ scanning this package: adding a file here adds a protocol. Each module defines:
                   (e.g. mobility's ``{at, move: {client, to}}``), validated with the action's
                   ``value`` type and carried out on schedule as control calls to nodes
                   (``ScheduleAction.call``); other protocols reject these keys.
+``hosted_clients`` optional ``hosted_clients(plan) -> list[HostedClients]``: clients that live
+                  inside nodes (not ``clients:`` processes), shown by ``validate`` and ``graph``.
 ``check``         optional ``check(topology) -> list[Problem]`` for rules the
                   models cannot express; it runs only when the rest of the file
                   is valid. Build problems with ``topology.problem(keys, msg)``
@@ -121,6 +123,28 @@ class ScheduleAction:
         return TypeAdapter(self.value).validate_python(value)
 
 
+@dataclass(frozen=True)
+class HostedClients:
+    """Clients a protocol hosts inside its nodes (not client processes), e.g. mobility's mobile
+    clients: what ``testbed validate`` lists and ``testbed graph`` draws. ``at``: node -> how many
+    start there; ``text``: one line about them (workload, how they move)."""
+
+    name: str
+    role: str
+    count: int
+    at: dict[str, int]
+    text: str = ""
+
+
+def hosted_clients(plan: Any) -> list[HostedClients]:
+    """The plan's clients hosted in nodes: the protocol's ``hosted_clients(plan)`` hook ([] when
+    it has none)."""
+    if plan.protocol not in PROTOCOLS:
+        return []
+    hook = getattr(PROTOCOLS[plan.protocol], "hosted_clients", None)
+    return list(hook(plan)) if hook is not None else []
+
+
 def schedule_actions(module: ModuleType | None) -> dict[str, ScheduleAction]:
     """The protocol's own schedule actions ({} when it declares none)."""
     return dict(getattr(module, "SCHEDULE", None) or {}) if module is not None else {}
@@ -134,5 +158,5 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "ProtocolCall", "ScheduleAction", "client_params_model",
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "HostedClients", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model",
            "schedule_actions"]

@@ -44,7 +44,7 @@ from typing import Any, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from testbed.nodes.mobility.workloads import TEMPLATES, WORKLOADS, assign, broker_order
-from testbed.topology.protocols import ActionError, ProtocolCall, ScheduleAction
+from testbed.topology.protocols import ActionError, HostedClients, ProtocolCall, ScheduleAction
 from testbed.topology.protocols.pubsub import ClientParams as _PubsubClientParams
 from testbed.topology.protocols.pubsub import check as _pubsub_check
 from testbed.topology.schema import Name, StrictModel
@@ -310,3 +310,33 @@ def check_schedule(topology) -> list:
                 continue  # the target refuses it: the client stays where it is
             where[v.client] = (v.to, f"moved there by faults[{i}]")
     return problems
+
+
+def hosted_clients(plan) -> list[HostedClients]:
+    """The mobile client groups (``params.mobile``): where their clients start, their workload and
+    how they move (``testbed validate`` and ``testbed graph`` show them)."""
+    from testbed.topology.units import format_time
+
+    mobile = (plan.params or {}).get("mobile") or {}
+    brokers = broker_order([n for n, p in plan.nodes.items() if p.kind == "node" and p.role == "broker"])
+    out = []
+    for g, spec in mobile.items():
+        clients = assign(dict(spec, name=g), brokers)
+        at: dict[str, int] = {}
+        for c in clients:
+            at[c["start"]] = at.get(c["start"], 0) + 1
+        movers = sum(1 for c in clients if c["moves"])
+        if movers:
+            routes = spec.get("routes")
+            where = (" on " + ", ".join(f"{a}<->{b}" for a, b in routes)) if routes else " to random brokers"
+            how = f"{movers} move every {format_time(float(spec.get('pause', 10.0)))}{where}"
+        else:
+            how = "move only when the schedule says"
+        scheduled = sum(1 for a in plan.actions if a.op == "move"
+                        and str(a.call.get("args", {}).get("client", "")).rsplit("-", 1)[0] == g)
+        if scheduled:
+            how += f"; {scheduled} scheduled move(s)"
+        out.append(HostedClients(name=g, role="mobile", count=len(clients),
+                                 at={b: at[b] for b in brokers if b in at},
+                                 text=f"subscribers, workload {spec.get('workload', 'random')}; {how}"))
+    return out

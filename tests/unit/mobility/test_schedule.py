@@ -158,3 +158,23 @@ def test_call_outcomes_and_no_fault_window(tmp_path):
     tl = [dict(timeline_entry(a), status="done", actual_s=a.at_s) for a in plan.actions]
     assert tl[1]["call"] == "move" and fault_windows({"timeline": tl}, plan.to_dict()) == []
     assert fault_windows({}, plan.to_dict()) == []
+
+
+def test_validate_and_graph_show_the_mobile_clients(tmp_path):
+    from testbed.render.graph import plan_to_dot
+    from testbed.topology.describe import describe
+
+    [plan] = plans(write(tmp_path, "  - {at: 3s, move: {client: m-0, to: b3}}\n"))
+    text = describe(plan)
+    assert "clients hosted in nodes" in text
+    assert "  m            mobile     x2     at b1:1 b3:1\n" in text
+    assert "subscribers, workload random; move only when the schedule says; 1 scheduled move(s)" in text
+    assert "  r            mobile     x1     at b2:1\n" in text and "1 move every 10s on b2<->b3" in text
+    dot = plan_to_dot(plan)
+    assert '"hosted:m" [label="m\\nmobile x2\\n(in brokers)"' in dot
+    assert '"hosted:m" -- "b1" [label="x1 start"' in dot and '"hosted:m" -- "b3" [label="x1 start"' in dot
+    assert '"hosted:r" -- "b2" [label="x1 start"' in dot
+    # a protocol without the hook shows none
+    pubsub = BASE.replace("protocol: mobility", "protocol: pubsub").split("params:\n")[0] + "faults: []\n"
+    [p2] = plans(write(tmp_path, "", pubsub))
+    assert "hosted" not in describe(p2) and "hosted:" not in plan_to_dot(p2)
