@@ -68,6 +68,7 @@ def test_a_rejecting_target_makes_the_scheduled_move_fail_and_a_later_one_commit
     assert all(e["actual_s"] is not None and abs(e["actual_s"] - e["planned_s"]) < 1.0 for e in tl)
     ends = {e["mid"]: e["outcome"] for e in events(run, "move_end")}
     assert ends == {"m-0#1": "reject", "m-0#2": "commit", "m-1#1": "commit"}
+    assert [e["dst"] for e in events(run, "move_end", mid="m-0#2")] == ["b5"]
     assert [e["mid"] for e in events(run, "move_step", step="reject_sent")] == ["m-0#1"]
     # the rejected move never started a target copy; nothing lost, nothing attributed
     assert not events(run, "client_state", mid="m-0#1", copy="tgt")

@@ -264,6 +264,8 @@ def check_schedule(topology) -> list:
         return problems
     clients = mobile_clients(topology)
     brokers = {n for n, v in topology.nodes.items() if v is not None and v.role == "broker"}
+    # only reconfiguration negotiates ((1), (3)): the covering movement never asks the target
+    reconf = topology.protocol_params is None or topology.protocol_params.movement == "reconfiguration"
     where = {c: (a["start"], "it starts there") for c, a in clients.items()}
     lost: dict[str, str] = {}  # client -> why
     rejecting: dict[str, list[tuple[float, float]]] = {}
@@ -306,7 +308,7 @@ def check_schedule(topology) -> list:
                 problems.append(topology.problem(keys + ("to",), f"{v.client!r} is already at {v.to} at "
                                                  f"{at:g}s ({why})"))
                 continue
-            if any(lo <= at < hi for lo, hi in rejecting.get(v.to, [])):
+            if reconf and any(lo <= at < hi for lo, hi in rejecting.get(v.to, [])):
                 continue  # the target refuses it: the client stays where it is
             where[v.client] = (v.to, f"moved there by faults[{i}]")
     return problems

@@ -110,6 +110,14 @@ def test_a_rejected_move_leaves_the_client_where_it_was(tmp_path):
         "17:38: faults[2].move.to: 'm-0' is already at b1 at 5s (it starts there)"]
 
 
+def test_a_reject_does_not_stop_the_covering_movement(tmp_path):
+    # covering never negotiates with the target: the move at 2s happens, so a move to b3 at 5s is wrong
+    base = BASE.replace("params:\n", "params:\n  movement: covering\n")
+    assert errors(tmp_path, "  - {at: 1s, reject: b3, for: 3s}\n  - {at: 2s, move: {client: m-0, to: b3}}\n"
+                            "  - {at: 5s, move: {client: m-0, to: b3}}\n", base) == [
+        "18:38: faults[2].move.to: 'm-0' is already at b3 at 5s (moved there by faults[1])"]
+
+
 def test_only_a_protocol_that_declares_them_takes_them(tmp_path):
     pubsub = BASE.replace("protocol: mobility", "protocol: pubsub").split("params:\n")[0] + "faults:\n"
     assert errors(tmp_path, "  - {at: 2s, move: {client: m-0, to: b3}}\n", pubsub) == [
