@@ -121,3 +121,48 @@ def test_a_cut_on_the_path_aborts_the_move_by_the_3pc_timeout(runs):
     p4 = res["P4"]
     assert p4["attributed"] == p4["details"]["attributed_to_faults"]  # losses only in the cut's window
     assert res["P2"]["details"]["outcomes"] == {"abort": 1, "commit": 1}
+
+
+def _cli(*args: str, runs_dir: Path) -> "subprocess.CompletedProcess[str]":
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TESTBED_RUNS=str(runs_dir)),
+                          cwd=TOPO.parents[2])
+
+
+@pytest.mark.slow
+def test_testbed_inject_takes_move_and_reject_on_a_running_run(tmp_path):
+    import time
+
+    runs_dir = tmp_path / "runs"
+    p = _cli("up", str(TOPO), "--set", "case=none", "--set", "duration=30s", runs_dir=runs_dir)
+    assert p.returncode == 0, p.stdout + p.stderr
+    try:
+        [run] = [d for d in runs_dir.iterdir() if d.is_dir()]
+        deadline = time.monotonic() + 30
+        while json.loads((run / "manifest.json").read_text()).get("status") != "running":
+            assert time.monotonic() < deadline, "the workload never started"
+            time.sleep(0.2)
+        for fault in ("{reject: b6, for: 10s}", "{move: {client: m-0, to: b6}}"):
+            p = _cli("inject", fault, runs_dir=runs_dir)
+            assert p.returncode == 0, p.stdout + p.stderr
+        time.sleep(1.0)  # the rejected move ends (one round trip on the path)
+        for fault in ("{move: {client: m-0, to: b5}}", "{move: {client: m-9, to: b5}}"):
+            p = _cli("inject", fault, runs_dir=runs_dir)
+            assert p.returncode == 0, p.stdout + p.stderr
+        bad = _cli("inject", "{move: {client: m-0, to: b9}}", runs_dir=runs_dir)
+        assert bad.returncode != 0 and "move: unknown broker 'b9'" in bad.stdout + bad.stderr
+        time.sleep(1.0)
+    finally:
+        _cli("down", runs_dir=runs_dir)
+    injected = json.loads((run / "manifest.json").read_text())["injected"]
+    assert [(e["op"], e["status"], e["accepted_by"]) for e in injected] == [
+        ("reject", "done", ["b6"]), ("move", "done", ["b1"]), ("move", "done", ["b1"]), ("move", "skipped", [])]
+    assert "client not started here" in injected[3]["error"]
+    ends = {e["mid"]: (e["outcome"], e["dst"]) for e in events(run, "move_end")}
+    assert ends == {"m-0#1": ("reject", "b6"), "m-0#2": ("commit", "b5")}
+    # only the broker hosting the client logged anything about the moves (the others answered quietly)
+    assert events(run, "move_skipped") == []
