@@ -3,10 +3,12 @@
 the fault runner (control calls, actual times in the manifest); a target that rejects, a source
 broker crash while its move waits for (2) and after it sent (4), and a link cut on the path.
 In every case P2 and P3 hold (exactly one started copy, nothing delivered twice) and what is lost
-is attributed to the fault by the checks. The four runs are analysed in one Spark session."""
+is attributed to the fault by the checks. Plus a mobile publisher's scheduled moves (section 4.4).
+The runs are analysed in one Spark session."""
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 from testbed import api
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies" / "mobility" / "faults.yaml"
-CASES = ("reject", "crash", "crash-xfer", "cut")
+CASES = ("reject", "crash", "crash-xfer", "cut", "publisher")
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +168,20 @@ def test_testbed_inject_takes_move_and_reject_on_a_running_run(tmp_path):
     assert ends == {"m-0#1": ("reject", "b6"), "m-0#2": ("commit", "b5")}
     # only the broker hosting the client logged anything about the moves (the others answered quietly)
     assert events(run, "move_skipped") == []
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_mobile_publisher_moves_on_schedule_and_nothing_is_lost_or_duplicated(runs):
+    run = runs["publisher"]
+    res = all_pass(run)
+    ends = [(e["src"], e["dst"], e["outcome"]) for e in events(run, "move_end", client="p-0")]
+    assert ends == [("b1", "b6", "commit"), ("b6", "b7", "commit"), ("b7", "b1", "commit")]
+    by_broker = collections.Counter(e["broker"] for e in events(run, "publish", client="p-0"))
+    assert set(by_broker) == {"b1", "b6", "b7"}  # it published from every broker it lived at
+    assert sum(1 for e in events(run, "deliver", publisher="p-0")) > 50
+    assert res["P4"]["attributed"] == 0 and res["P3"]["passed"]
+    # the advertisement ends where the publisher is: b1 holds it locally, every other broker toward b1
+    dumps = {e["node"]: e for e in events(run, "rt_dump")}
+    assert [x[1] for x in dumps["b1"]["srt"] if x[0] == "p-0:a1"] == ["@p-0"]
+    assert [x[1] for x in dumps["b6"]["srt"] if x[0] == "p-0:a1"] == ["b5"]

@@ -48,7 +48,8 @@ from testbed.topology.protocols import ActionError, HostedClients, ProtocolCall,
 from testbed.topology.protocols.pubsub import ClientParams as _PubsubClientParams
 from testbed.topology.protocols.pubsub import check as _pubsub_check
 from testbed.topology.schema import Name, StrictModel
-from testbed.topology.units import Time
+from testbed.nodes.pubsub.clients import parse_generator
+from testbed.topology.units import Rate, Time
 
 
 class Moving(StrictModel):
@@ -65,6 +66,9 @@ class Moving(StrictModel):
 
 class MobileGroup(StrictModel):
     count: StrictInt = Field(ge=1)
+    role: Literal["subscriber", "publisher"] = "subscriber"
+    rate: Rate | None = None  # publishers: publications per second each
+    attrs: dict[str, Any] | None = None  # publishers: the attribute generators (default: the spec's)
     workload: Literal[WORKLOADS] = "random"  # type: ignore[valid-type]
     assign: Literal["random", "round-robin", "single-root"] = "random"
     start: list[Name] | Literal["random"] = "random"
@@ -110,6 +114,16 @@ class MobileGroup(StrictModel):
     def _by(self) -> "MobileGroup":
         if self.start_by == "template" and self.start == "random":
             raise ValueError("start_by: template needs a list of start brokers")
+        if self.role == "publisher":
+            if not self.rate:
+                raise ValueError("a mobile publisher group needs rate (publications per second each)")
+            for a, v in (self.attrs or {}).items():
+                try:
+                    parse_generator(v)
+                except ValueError as e:
+                    raise ValueError(f"attrs.{a}: {e}") from None
+        elif self.rate is not None or self.attrs is not None:
+            raise ValueError("rate and attrs are for mobile publishers (role: publisher)")
         return self
 
 
@@ -133,6 +147,8 @@ class Params(StrictModel):
                              "per subscription)")
         if self.move_timeout <= 0:
             raise ValueError("move_timeout must be > 0")
+        if self.movement == "covering" and any(g.role == "publisher" for g in self.mobile.values()):
+            raise ValueError("mobile publishers move with the reconfiguration protocol only (section 4.4)")
         return self
 
 
@@ -340,5 +356,7 @@ def hosted_clients(plan) -> list[HostedClients]:
             how += f"; {scheduled} scheduled move(s)"
         out.append(HostedClients(name=g, role="mobile", count=len(clients),
                                  at={b: at[b] for b in brokers if b in at},
-                                 text=f"subscribers, workload {spec.get('workload', 'random')}; {how}"))
+                                 text=(f"subscribers, workload {spec.get('workload', 'random')}; {how}"
+                                       if spec.get("role", "subscriber") == "subscriber" else
+                                       f"publishers, {float(spec.get('rate') or 0):g}/s each; {how}")))
     return out
