@@ -12,6 +12,7 @@ which stores the validated result on the Topology.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal
 
@@ -203,6 +204,10 @@ class Fault(StrictModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Fault":
+        for k in self.model_extra or {}:  # a misspelt 'at'/'for'/'close' is not a protocol action
+            close = difflib.get_close_matches(str(k), ("at", "for", "close"), n=1, cutoff=0.6)
+            if close and str(k) not in FAULT_KINDS:
+                raise ValueError(f"unknown key '{k}' (did you mean '{close[0]}'?)")
         kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None] + list(self.model_extra or {})
         if not kinds:
             raise ValueError(f"a fault needs one of: {', '.join(FAULT_KINDS)}")

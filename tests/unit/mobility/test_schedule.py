@@ -186,3 +186,11 @@ def test_validate_and_graph_show_the_mobile_clients(tmp_path):
     pubsub = BASE.replace("protocol: mobility", "protocol: pubsub").split("params:\n")[0] + "faults: []\n"
     [p2] = plans(write(tmp_path, "", pubsub))
     assert "hosted" not in describe(p2) and "hosted:" not in plan_to_dot(p2)
+
+
+def test_a_misspelt_fault_key_is_not_taken_for_a_protocol_action(tmp_path):
+    pubsub = BASE.replace("protocol: mobility", "protocol: pubsub").split("params:\n")[0] + "faults:\n"
+    assert errors(tmp_path, "  - {at: 2s, crash: b1, fro: 1s}\n  - {at: 3s, crsh: b1}\n", pubsub) == [
+        "13:5: faults[0]: unknown key 'fro' (did you mean 'for'?)",
+        "14:14: faults[1].crsh: unknown fault kind 'crsh' (did you mean 'crash'?); protocol pubsub has: "
+        "stall, crash, restart, cut, partition, pause, set_link"]
