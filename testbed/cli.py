@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("node")
     sp.add_argument("--run")
     sp.add_argument("-f", "--follow", action="store_true")
-    sp = sub.add_parser("inject", help="inject a fault now, e.g. '{crash: b2}' or '{cut: [a, b], for: 5s}'")
+    sp = sub.add_parser("inject", help="inject a fault now, e.g. '{crash: b2}' or '{cut: [a, b], for: 5s}', or a "
+                        "protocol's schedule action, e.g. '{move: {client: m-0, to: b6}}'")
     sp.add_argument("fault")
     sp.add_argument("--run")
     sp = sub.add_parser("analyze", help="Spark: ingest runs' logs, check, plot, report (several runs: one session)")

@@ -52,12 +52,17 @@ def _entries(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> tuple[list[
     for a in plan_dict.get("actions", []):
         out.append({"fault": a.get("fault", 0), "op": a.get("op"), "target": a.get("target", []),
                     "planned_s": a.get("at_s"), "actual_s": None, "status": None,
-                    "window": a.get("window"), "source": a.get("source", "")})
+                    "window": a.get("window"), "source": a.get("source", ""),
+                    "call": (a.get("call") or {}).get("op")})
     return out, False
 
 
 def fault_windows(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> list[FaultWindow]:
+    """The faults' windows. A protocol's own schedule actions (``call`` entries, e.g. mobility's
+    move and reject) are not faults: nothing is attributed to them (the protocol's checks judge
+    them), so they have no window here; the report's timeline table still lists them."""
     entries, from_manifest = _entries(manifest, plan_dict)
+    entries = [e for e in entries if not e.get("call")]
     by_fault: dict[int, list[dict[str, Any]]] = {}
     for e in entries:
         by_fault.setdefault(int(e.get("fault", 0)), []).append(e)

@@ -171,11 +171,34 @@ def nodes_of(a: Action) -> frozenset[str]:
 
 
 def timeline_entry(a: Action) -> dict[str, Any]:
-    return {
+    e = {
         "fault": a.fault, "op": a.op, "target": list(a.target), "groups": [list(g) for g in a.groups],
         "planned_s": a.at_s, "actual_s": None, "done_s": None, "status": "pending", "error": None,
         "window": list(a.window), "source": a.source,
     }
+    if a.call:  # a protocol's own action (not a fault: the analysis attributes nothing to it)
+        e["call"] = a.call.get("op")
+        e["accepted_by"] = []
+    return e
+
+
+def call_outcome(a: Action, replies: dict[str, Any]) -> tuple[str, list[str], str | None]:
+    """(status, nodes that accepted, error) of a protocol action from its control replies. Pure.
+
+    ``any`` actions (a move sent to every broker) are done when one node accepted, skipped when
+    none did (e.g. the client is started nowhere: its broker crashed); the others are done when
+    every node accepted, failed otherwise."""
+    ok = sorted(n for n, r in replies.items() if isinstance(r, dict))
+    errs = {n: str(r) for n, r in replies.items() if not isinstance(r, dict)}
+    if a.call.get("any"):
+        if ok:
+            return "done", ok, None
+        reasons = sorted({e.split(": ")[-1] for e in errs.values()})
+        return "skipped", [], f"{a.op}: no node accepted it ({'; '.join(reasons)[:300]})"
+    if errs:
+        n, e = sorted(errs.items())[0]
+        return "failed", ok, f"{a.op}: {len(errs)} of {len(replies)} nodes refused; {n}: {e}"
+    return "done", ok, None
 
 
 class _Workers:
@@ -341,11 +364,14 @@ class ScheduleRunner:
         """Carry out one action now, filling ``entry``'s actual time, status and error."""
         entry["actual_s"] = self.now_s()
         try:
-            if a.op in PROCESS_OPS:
+            if a.call:
+                self._call(a, entry)
+            elif a.op in PROCESS_OPS:
                 self._process(a)
+                entry["status"] = "done"
             else:
                 self._link(a)
-            entry["status"] = "done"
+                entry["status"] = "done"
         except TestbedError as e:
             entry["status"] = "skipped" if "not running" in str(e) else "failed"
             entry["error"] = str(e)
@@ -377,6 +403,18 @@ class ScheduleRunner:
             self.on_event({"kind": "restarted", "node": node, "at_s": self.now_s()})
         except TestbedError as e:
             self.on_event({"kind": "error", "node": node, "error": f"after restart: {e}"})
+
+    def _call(self, a: Action, entry: dict[str, Any]) -> None:
+        """A protocol's own action: its control op on its target nodes (those not crashed)."""
+        with self._lock:
+            down = set(self.down_nodes)
+        targets = [n for n in a.target if n not in down]
+        if not targets:
+            raise ProviderError(f"{a.op}: not running (crashed: {', '.join(sorted(down))})")
+        args = dict(a.call.get("args") or {})
+        replies = self.controls.call_many([(n, str(a.call["op"]), args) for n in targets])
+        status, ok, error = call_outcome(a, replies)
+        entry["status"], entry["accepted_by"], entry["error"] = status, ok, error
 
     def _link(self, a: Action) -> None:
         with self._lock:

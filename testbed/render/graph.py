@@ -7,7 +7,9 @@ text out with ``dot``). What the picture shows:
   for ``gryphon`` every cell as a box inside its site (its members are replicas
   of one virtual broker);
 - every client group as one node (``name``, role and ``xcount``) in its site,
-  with an edge to each broker it attaches to;
+  with an edge to each broker it attaches to; clients a protocol hosts inside its nodes
+  (its ``hosted_clients`` hook, e.g. mobility's mobile clients) as one dashed note per group
+  with a dashed edge to each node where some start (``xN start``);
 - every overlay edge (``neighbors``, undirected) labelled with its emulated
   link (delay, jitter, loss, rate; both directions when they differ);
 - ``ordering``: each TM server labelled with the topics it hosts
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 
 from testbed.topology.describe import link_text
 from testbed.topology.plan import LinkSpec, Plan
+from testbed.topology.protocols import hosted_clients
 from testbed.topology.units import format_time
 
 BUNDLE_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -199,6 +202,13 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             kw.update(label=kw["label"] + "\n(stalled)", fillcolor="#ffd9b3", color="#c05800")
         return f"{indent}{q(n.name)}{_attrs(**kw)};"
 
+    hosted = hosted_clients(plan)  # clients living inside nodes (e.g. mobility's mobile clients)
+    hosted_site = {h.name: plan.nodes[next(iter(h.at))].site for h in hosted if h.at}
+
+    def hosted_line(h, indent: str) -> str:
+        label = f"{h.name}\n{h.role} x{h.count}\n(in brokers)"
+        return f"{indent}{q('hosted:' + h.name)}{_attrs(label=label, shape='note', fillcolor='#eef7ee', style='filled,dashed')};"
+
     for si, site in enumerate(plan.sites):
         members = [n for n in procs if n.site == site]
         clients = [g for g in groups if g.site == site]
@@ -220,6 +230,7 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
         else:
             L += [node_line(n, "    ") for n in members]
         L += [node_line(g, "    ") for g in clients]
+        L += [hosted_line(h, "    ") for h in hosted if hosted_site.get(h.name) == site]
         L.append("  }")
 
     # overlay edges (undirected, once per pair, in a stable order)
@@ -264,6 +275,11 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             elif down:
                 kw.update(style="dashed", color="#d62728", fontcolor="#d62728", label=f"DOWN  {label}")
             L.append(f"  {q(g.name)} -- {q(br)}{_attrs(**kw)};")
+    for h in hosted:  # where they start: a dashed edge per node, labelled with how many
+        for node, k in h.at.items():
+            kw = {"label": f"x{k} start", "color": "#4a9a4a", "fontcolor": "#3a7a3a", "style": "dashed",
+                  "penwidth": 1.0}
+            L.append(f"  {q('hosted:' + h.name)} -- {q(node)}{_attrs(**kw)};")
     L.append("}")
     return "\n".join(L) + "\n"
 

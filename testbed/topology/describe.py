@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from testbed.topology.plan import Action, LinkSpec, Plan
+from testbed.topology.protocols import hosted_clients
 from testbed.topology.units import format_link_rate, format_ms, format_size, format_time
 
 
@@ -58,7 +59,9 @@ def link_classes(plan: Plan) -> list[tuple[str, str, LinkSpec, int]]:
 
 
 def _action_text(a: Action) -> str:
-    if a.target:
+    if a.call:  # a protocol's own action
+        what = a.call.get("text") or " ".join(a.target)
+    elif a.target:
         what = " ".join(a.target) if a.op not in ("cut", "heal") else f"{a.target[0]} <-> {a.target[1]}"
         if a.close:
             what += " (connection closed)"
@@ -136,6 +139,16 @@ def describe(plan: Plan) -> str:
             for k, v in c.extra.items():
                 if v is not None:
                     w(f"  {'':<12}   {k}: {_short(v)}")
+
+    hosted = hosted_clients(plan)
+    if hosted:
+        w("")
+        w("clients hosted in nodes")
+        for h in hosted:
+            at = " ".join(f"{n}:{k}" for n, k in h.at.items())
+            w(f"  {h.name:<12} {h.role:<10} x{h.count:<5} at {at}")
+            if h.text:
+                w(f"  {'':<12}   {h.text}")
 
     w("")
     w("faults")

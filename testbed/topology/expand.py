@@ -255,6 +255,10 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
                 current[k] = merge(current[k], over)
                 changed[k] = current[k]
             act(at, "set_link", (at, at), links=changed)
+        elif f.protocol_action:
+            pc = f._call  # the protocol's ProtocolCall, made by the loader (or testbed inject)
+            act(at, kind, (at, end if f.for_ is not None else at), target=tuple(pc.targets),
+                call={"op": pc.op, "args": dict(pc.args), "any": pc.any_ok, "text": pc.text})
     # At equal times: the ends of windows first (unstall, resume, heal, heal_partition),
     # then everything else in file order of the faults.
     actions.sort(key=lambda a: (a.at_s, 0 if a.op in UNDO_OPS else 1, a.fault))

@@ -26,7 +26,7 @@ from testbed.errors import Problem, TopologyError
 from testbed.topology import schema as S
 from testbed.topology.messages import problems_from_validation
 from testbed.topology.positions import dotted, locate, parse_yaml
-from testbed.topology.protocols import PROTOCOLS, client_params_model
+from testbed.topology.protocols import PROTOCOLS, ActionError, client_params_model, schedule_actions
 from testbed.topology.references import check_references
 from testbed.topology.sweep import read_sweep, sweep_points
 from testbed.topology.template import read_source, render_text
@@ -92,6 +92,7 @@ def validate(data: CommentedMap, path: str) -> tuple[S.Topology | None, list[Pro
 
     if proto_mod is not None:
         problems += _protocol_models(topo, proto_mod, data, path)
+        problems += _protocol_actions(topo, proto_mod, data, path)
 
     problems += check_references(topo, proto_mod)
     if proto_mod is not None and hasattr(proto_mod, "check"):
@@ -131,6 +132,44 @@ def _protocol_models(topo: S.Topology, mod: Any, data: Any, path: str) -> list[P
             topo._client_params[name] = model.model_validate(dict(group.params))
         except ValidationError as e:
             problems += problems_from_validation(e, data, path, ("clients", name, "params"))
+    return problems
+
+
+def _protocol_actions(topo: S.Topology, mod: Any, data: Any, path: str) -> list[Problem]:
+    """``faults`` entries whose kind is a protocol's own (``SCHEDULE``): known to the protocol,
+    their value valid (replaced by the validated value), ``for`` where the action takes it."""
+    import difflib
+
+    problems: list[Problem] = []
+    actions = schedule_actions(mod)
+    for i, f in enumerate(getattr(topo, "faults", None) or []):
+        if f is None or not f.protocol_action:
+            continue
+        kind = f.kind
+        keys = ("faults", i, kind)
+        spec = actions.get(kind)
+        if spec is None:
+            known = list(S.FAULT_KINDS) + list(actions)
+            close = difflib.get_close_matches(kind, known, n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            line, col = locate(data, keys, key_pos=True)
+            problems.append(Problem(path, line, col, dotted(keys),
+                                    f"unknown fault kind '{kind}'{hint}; protocol {topo.protocol} has: "
+                                    f"{', '.join(known)}"))
+            continue
+        try:
+            f.model_extra[kind] = spec.validate(f.model_extra[kind], f.for_)
+            roles = {n: v.role for sec in ("clients", "nodes")
+                     for n, v in (getattr(topo, sec, None) or {}).items() if v is not None}
+            f._call = spec.call(f.value, f.for_, roles)
+        except ActionError as e:
+            line, col = locate(data, keys + tuple(e.key))
+            problems.append(Problem(path, line, col, dotted(keys + tuple(e.key)), str(e)))
+        except ValidationError as e:
+            problems += problems_from_validation(e, data, path, keys)
+        except ValueError as e:
+            line, col = locate(data, ("faults", i))
+            problems.append(Problem(path, line, col, dotted(("faults", i)), f"{kind}: {e}"))
     return problems
 
 

@@ -101,6 +101,9 @@ class Action:
       cut, heal                                target: (a, b) -- both directions
       partition, heal_partition                groups: ((n, ...), (n, ...), ...) resolved to nodes
       set_link                                 links: {"src->dst": LinkSpec} (full new specs)
+      <a protocol's own kind> (e.g. move)      target: the nodes called; call: {op, args, any, text}
+                                               (a control op of the protocol's nodes; see
+                                               ``ScheduleAction`` in topology/protocols)
     ``fault`` is the index of the ``faults`` entry it came from (for attribution);
     ``window`` is that fault's [start, end] in seconds (end = start for instant faults
     whose effect lasts until a later action, e.g. crash until restart: the expander
@@ -116,6 +119,7 @@ class Action:
     window: tuple[float, float] = (0.0, 0.0)
     source: str = ""  # the fault as written, for display, e.g. "{at: 8s, stall: b1, for: 2.5s}"
     close: bool = False  # cut: also close the connection (both ends detect it at once)
+    call: dict[str, Any] = field(default_factory=dict)  # a protocol action's control call ({} otherwise)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -12,6 +12,7 @@ which stores the validated result on the Topology.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, Literal
 
@@ -154,6 +155,13 @@ WINDOWED = ("stall", "pause", "cut", "partition")
 
 
 class Fault(StrictModel):
+    """One ``faults`` entry. Besides the core kinds (``FAULT_KINDS``), a protocol may declare its
+    own schedule actions (``SCHEDULE`` of its topology module, e.g. mobility's ``move`` and
+    ``reject``): such a key is kept as an extra here (its value unvalidated) and the loader
+    validates it with the protocol's model; a key no protocol declares is reported there."""
+
+    model_config = ConfigDict(extra="allow", strict=False, frozen=False, populate_by_name=True)
+
     at: Time
     for_: Time | None = Field(None, alias="for")
     stall: Name | None = None
@@ -164,13 +172,28 @@ class Fault(StrictModel):
     close: StrictBool | None = None  # cut only: also close the connection (detected at once)
     partition: list[list[Name]] | None = Field(None, min_length=2)
     set_link: LinkSelector | None = None
+    # a protocol action's control call (a topology.protocols.ProtocolCall), set by the loader
+    _call: Any = PrivateAttr(None)
 
     @property
     def kind(self) -> str:
         for k in FAULT_KINDS:
             if getattr(self, k) is not None:
                 return k
+        for k in self.model_extra or {}:
+            return k  # a protocol's schedule action
         raise AssertionError("validated fault without a kind")
+
+    @property
+    def protocol_action(self) -> bool:
+        """True for a protocol's own schedule action (a key that is not a core fault kind)."""
+        return bool(self.model_extra)
+
+    @property
+    def value(self) -> Any:
+        """The value of the fault's kind key (``b1`` of ``{crash: b1}``)."""
+        extra = self.model_extra or {}
+        return extra[self.kind] if self.kind in extra else getattr(self, self.kind)
 
     @field_validator("for_")
     @classmethod
@@ -181,12 +204,20 @@ class Fault(StrictModel):
 
     @model_validator(mode="after")
     def _one_kind(self) -> "Fault":
-        kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None]
+        for k in self.model_extra or {}:  # a misspelt 'at'/'for'/'close' is not a protocol action
+            close = difflib.get_close_matches(str(k), ("at", "for", "close"), n=1, cutoff=0.6)
+            if close and str(k) not in FAULT_KINDS:
+                raise ValueError(f"unknown key '{k}' (did you mean '{close[0]}'?)")
+        kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None] + list(self.model_extra or {})
         if not kinds:
             raise ValueError(f"a fault needs one of: {', '.join(FAULT_KINDS)}")
         if len(kinds) > 1:
             raise ValueError(f"a fault has exactly one kind, got {', '.join(kinds)}")
         kind = kinds[0]
+        if self.model_extra:  # a protocol action: its protocol's model checks the rest (loader)
+            if self.close is not None:
+                raise ValueError(f"'close' only applies to cut, not to {kind}")
+            return self
         if self.for_ is not None and kind not in WINDOWED:
             raise ValueError(f"'for' does not apply to {kind} (only to {', '.join(WINDOWED)})")
         if kind == "cut" and self.cut[0] == self.cut[1]:

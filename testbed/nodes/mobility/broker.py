@@ -46,12 +46,13 @@ from collections import deque
 from typing import Any
 
 from testbed.nodes.mobility import events as _events  # noqa: F401  (registers the mobility events)
-from testbed.nodes.mobility.workloads import assign
+from testbed.nodes.mobility.workloads import assign, broker_order
 from testbed.nodes.pubsub.broker import Broker
-from testbed.nodes.pubsub.clients import next_incarnation
+from testbed.nodes.pubsub.clients import advertisement_for, make_attr_source, next_incarnation, parse_generator
 from testbed.nodes.pubsub.filters import FilterError, parse_cached
 from testbed.nodes.pubsub.routing import Out
 
+PUBLISHER_ATTRS = {"w": "choice(cov,tree,chain,dist)", "x": "uniform(0,100)"}  # the spec's publishers
 RECONF_KINDS = ("mneg", "mrec", "mrej", "mxfer", "mdone", "mabort")
 COVER_KINDS = ("cxfer", "cdone", "mack")
 
@@ -60,11 +61,17 @@ class Copy:
     """One copy of a mobile client in this broker's container."""
 
     __slots__ = ("client", "filter", "subs", "state", "mid", "moves", "queue", "tracking", "route",
-                 "moving", "offset", "pause", "timer", "group", "nsub")
+                 "moving", "offset", "pause", "timer", "group", "nsub", "advs", "rate", "seq", "ptimer",
+                 "attrs")
 
     def __init__(self, client: str, filter_text: str, subs: dict[str, str], state: str, mid: str,
-                 moves: int, spec: dict[str, Any]) -> None:
+                 moves: int, spec: dict[str, Any], advs: dict[str, str] | None = None) -> None:
         self.client = client
+        self.advs = dict(advs or {})  # a mobile publisher's advertisements: adv_id -> filter text
+        self.rate = float(spec.get("rate") or 0.0)  # publications/s (publishers)
+        self.attrs = spec.get("attrs") or {}
+        self.seq = int(spec.get("seq", 0))
+        self.ptimer: Any = None  # a publisher publishes only while started (none while it moves)
         self.filter = filter_text
         self.subs = subs  # sub_id -> filter text
         self.state = state  # started | queued | stopped
@@ -82,16 +89,17 @@ class Copy:
 
     def state_msg(self) -> dict[str, Any]:
         return {"filter": self.filter, "moves": self.moves, "route": self.route, "moving": self.moving,
-                "pause": self.pause, "group": self.group, "nsub": self.nsub}
+                "pause": self.pause, "group": self.group, "nsub": self.nsub, "rate": self.rate,
+                "attrs": self.attrs, "seq": self.seq}
 
 
 class Coord:
     """A coordinator: one per move and role at the source / target."""
 
-    __slots__ = ("mid", "role", "state", "client", "path", "dst", "t0", "timer", "udone", "sdone", "subs")
+    __slots__ = ("mid", "role", "state", "client", "path", "dst", "t0", "timer", "udone", "sdone", "subs", "advs")
 
     def __init__(self, mid: str, role: str, client: str, path: list[str], t0: int,
-                 subs: dict[str, str]) -> None:
+                 subs: dict[str, str], advs: dict[str, str] | None = None) -> None:
         self.mid, self.role, self.client, self.path, self.t0 = mid, role, client, path, t0
         self.dst = path[-1]
         self.state = "init"
@@ -99,6 +107,7 @@ class Coord:
         self.udone = False
         self.sdone = False
         self.subs = subs
+        self.advs = dict(advs or {})
 
 
 def owner_of(entry_id: str) -> str:
@@ -136,10 +145,17 @@ class MobilityBroker(Broker):
         self.incarnation = next_incarnation(self.config.get("state_dir"))
         for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
-            for c in assign(spec, sorted(self.brokers, key=_broker_key)):
+            for c in assign(spec, broker_order(self.brokers)):
                 if c["start"] != self.name:
                     continue
                 c = dict(c, pause=float(g.get("pause", 10.0)), group=gname)
+                if g.get("role", "subscriber") == "publisher":  # section 4.4: a mobile publisher
+                    attrs = g.get("attrs") or PUBLISHER_ATTRS
+                    adv = advertisement_for({a: parse_generator(v) for a, v in attrs.items()})
+                    c.update(rate=g.get("rate"), attrs=attrs)
+                    self.copies[c["client"]] = Copy(c["client"], "", {}, "started", "", 0, c,
+                                                    advs={f"{c['client']}:a1": adv})
+                    continue
                 sub_id = f"{c['client']}:s1"
                 self.copies[c["client"]] = Copy(c["client"], c["filter"], {sub_id: c["filter"]}, "started",
                                                 "", 0, c)
@@ -153,6 +169,15 @@ class MobilityBroker(Broker):
                 self.rt.log("subscribe", client=c.client, sub_id=sid, filter=text, broker=self.name)
                 self.emit(self.table.subscribe(sid, parse_cached(text), "@" + c.client))
         self._drain_changes("")
+        if any(c.advs for c in self.copies.values()):
+            self.rt.call_later(0.0, self._advertise_hosted)  # once start() returned (peers come up)
+
+    def _advertise_hosted(self) -> None:
+        for c in list(self.copies.values()):
+            for aid, text in c.advs.items():
+                self.rt.log("advertise", client=c.client, adv_id=aid, filter=text, broker=self.name)
+                self.emit(self.table.advertise(aid, parse_cached(text), "@" + c.client))
+        self._drain_changes("")
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         offset_s = (t0_wall_ns - self.rt.wall_ns()) / 1e9
@@ -161,6 +186,8 @@ class MobilityBroker(Broker):
         for c in self.copies.values():
             if c.moving and c.state == "started":
                 c.timer = self.rt.call_later(max(0.0, offset_s + c.offset), self._move_tick, c.client, c)
+            if c.rate > 0:
+                self._start_publishing(c, max(0.0, offset_s))
 
     async def stop_workload(self) -> None:
         self._running = False
@@ -168,6 +195,39 @@ class MobilityBroker(Broker):
             if c.timer is not None:
                 c.timer.cancel()
                 c.timer = None
+            if c.ptimer is not None:
+                c.ptimer.cancel()
+                c.ptimer = None
+
+    # -- mobile publishers (section 4.4) ------------------------------------------
+    def _start_publishing(self, c: Copy, delay_s: float) -> None:
+        if c.ptimer is None and c.rate > 0 and self._running:
+            c.ptimer = self.rt.call_later(delay_s, self._publish_tick, c.client, c)
+
+    def _publish_tick(self, client: str, c: Copy) -> None:
+        c.ptimer = None
+        if self.copies.get(client) is not c or not self._running:
+            return
+        if self.rt.mono_ns() >= self._end_mono:
+            return
+        if c.state == "started":
+            self._publish(c, self._draw(c))
+            c.ptimer = self.rt.call_later(1.0 / c.rate, self._publish_tick, client, c)
+        # a stopped copy stops publishing; the target's copy goes on after the merge
+
+    def _draw(self, c: Copy) -> dict[str, Any]:
+        gens = {a: parse_generator(v) for a, v in c.attrs.items()}
+        return make_attr_source(gens, self.rt.rng)()
+
+    def _publish(self, c: Copy, attrs: dict[str, Any]) -> None:
+        """Issue one publication of a mobile publisher hosted here: logged as the pub/sub core's
+        ``publish`` (broker = this one), routed from the local hop ``@<client>``."""
+        c.seq += 1
+        pub_id = f"{c.client}:{c.seq}"
+        self.rt.log("publish", client=c.client, pub_id=pub_id, seq=c.seq, attrs=attrs, size=0, broker=self.name)
+        msg = {"k": "pub", "id": pub_id, "c": c.client, "s": c.seq, "a": attrs, "p": b"",
+               "t": self.rt.wall_ns(), "h": 0}
+        self._route(msg, "@" + c.client)
 
     async def stop(self) -> None:
         await self.stop_workload()
@@ -187,9 +247,17 @@ class MobilityBroker(Broker):
 
     def on_control(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
         if op == "move":
+            # the schedule sends a move to every broker (it does not know where the client is now):
+            # with ``quiet`` a broker that does not host the client says so without logging a skip
             client, to = str(args.get("client", "")), str(args.get("to", ""))
+            c = self.copies.get(client)
+            if args.get("quiet") and (c is None or c.state != "started"):
+                return {"ok": False, "error": "client not started here", "reason": "client not started here"}
             reason = self.start_move(client, to, scheduled=True)
-            return {"ok": reason is None, "reason": reason or ""}
+            out = {"ok": reason is None, "reason": reason or ""}
+            if reason is not None:
+                out["error"] = reason
+            return out
         if op == "reject":
             secs = float(args.get("for", 0.0))
             self.reject_until = self.rt.mono_ns() + int(secs * 1e9)
@@ -268,7 +336,7 @@ class MobilityBroker(Broker):
             others = [b for b in self.brokers if b != self.name]
             if not others:
                 return
-            dst = self.rt.rng.choice(sorted(others, key=_broker_key))
+            dst = self.rt.rng.choice(broker_order(others))
         self.start_move(client, dst)
 
     def _schedule_next(self, copy: Copy) -> None:
@@ -301,7 +369,7 @@ class MobilityBroker(Broker):
         c.moves += 1
         mid = f"{client}#{c.moves}"
         path = self.path_to(dst)
-        co = Coord(mid, "src", client, path, self.rt.mono_ns(), dict(c.subs))
+        co = Coord(mid, "src", client, path, self.rt.mono_ns(), dict(c.subs), c.advs)
         self.coords[mid] = co
         self.mcount["moves_begun"] += 1
         self.rt.log("move_begin", mid=mid, client=client, src=self.name, dst=dst, movement=self.movement,
@@ -309,7 +377,8 @@ class MobilityBroker(Broker):
         c.tracking = set()
         if self.movement == "reconfiguration":
             co.state = "wait"
-            self._send_m(path[1], {"k": "mneg", "mid": mid, "c": client, "path": path, "subs": c.subs})
+            self._send_m(path[1], {"k": "mneg", "mid": mid, "c": client, "path": path, "subs": c.subs,
+                                   "advs": c.advs})
             co.timer = self.rt.call_later(self.move_timeout, self._src_timeout, mid)
         else:
             self._cover_start(c, co)
@@ -331,6 +400,7 @@ class MobilityBroker(Broker):
             c.tracking = None
             self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="started")
             self._schedule_next(c)
+            self._start_publishing(c, 0.0)
 
     # -- messages -----------------------------------------------------------------
     def on_message(self, src: str, msg: dict[str, Any]) -> None:
@@ -359,39 +429,46 @@ class MobilityBroker(Broker):
             self.rt.log("move_step", mid=mid, client=client, step="reject_sent")
             self._along({"k": "mrej", "mid": mid, "path": path}, False)
             return
-        subs = dict(msg["subs"])
-        c = Copy(client, next(iter(subs.values()), ""), subs, "queued", mid, int(mid.rsplit("#", 1)[1]), {})
+        subs, advs = dict(msg["subs"]), dict(msg.get("advs") or {})
+        c = Copy(client, next(iter(subs.values()), ""), subs, "queued", mid, int(mid.rsplit("#", 1)[1]), {},
+                 advs=advs)
         self.copies[client] = c
-        co = Coord(mid, "tgt", client, path, self.rt.mono_ns(), subs)
+        co = Coord(mid, "tgt", client, path, self.rt.mono_ns(), subs, advs)
         co.state = "ready"
         self.coords[mid] = co
         self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="queued")
         for sid, text in subs.items():
             self.table.prepare_sub(mid, sid, parse_cached(text), "@" + client)
+        for aid, text in advs.items():
+            self.table.prepare_adv(mid, aid, parse_cached(text), "@" + client)
         self._drain_changes(mid)
-        self._along({"k": "mrec", "mid": mid, "c": client, "path": path, "subs": subs}, False)
+        self._along({"k": "mrec", "mid": mid, "c": client, "path": path, "subs": subs, "advs": advs}, False)
 
     # (2) reconfig: PREPARE hop by hop toward S
     def _on_mrec(self, src: str, msg: dict[str, Any]) -> None:
         path, mid = msg["path"], msg["mid"]
         if mid in self.aborted:
             if path[0] == self.name:  # a late (2) at the source: answer with ABORT
-                self._send_abort(mid, msg["c"], path, msg["subs"])
+                self._send_abort(mid, msg["c"], path, msg["subs"], msg.get("advs"))
             return
         i = path.index(self.name)
         if i > 0:
             for sid, text in msg["subs"].items():
                 self.table.prepare_sub(mid, sid, parse_cached(text), path[i + 1])
+            for aid, text in (msg.get("advs") or {}).items():
+                self.table.prepare_adv(mid, aid, parse_cached(text), path[i + 1])
             self._drain_changes(mid)
             self._along(msg, False)
             return
         co = self.coords.get(mid)
         c = self.copies.get(msg["c"])
         if co is None or co.state != "wait" or c is None:
-            self._send_abort(mid, msg["c"], path, msg["subs"])
+            self._send_abort(mid, msg["c"], path, msg["subs"], msg.get("advs"))
             return
         for sid, text in c.subs.items():
             self.table.prepare_sub(mid, sid, parse_cached(text), path[1])
+        for aid, text in c.advs.items():
+            self.table.prepare_adv(mid, aid, parse_cached(text), path[1])
         # stop the copy, ship its state (4), then commit here
         c.state = "stopped"
         self.rt.log("client_state", mid=mid, client=c.client, copy="src", state="stopped")
@@ -399,8 +476,12 @@ class MobilityBroker(Broker):
         payload = [list(q) for q in c.queue]
         c.queue = []
         self.rt.log("move_step", mid=mid, client=c.client, step="xfer_sent")
+        # a publisher's COMMIT first: the subscriptions it now attracts toward path[1] go ahead of (4)
+        for aid in c.advs:
+            self.emit(self.table.commit_adv(mid, aid, None))
         self._send_m(path[1], {"k": "mxfer", "mid": mid, "c": c.client, "path": path, "subs": c.subs,
-                               "delivered": delivered, "payload": payload, "state": c.state_msg()})
+                               "advs": c.advs, "delivered": delivered, "payload": payload,
+                               "state": c.state_msg()})
         for sid in c.subs:
             self.table.commit_sub(mid, sid, None)
         self._drain_changes(mid)
@@ -427,6 +508,8 @@ class MobilityBroker(Broker):
         i = path.index(self.name)
         for sid in msg["subs"]:
             self.table.commit_sub(mid, sid, path[i - 1])
+        for aid in msg.get("advs") or {}:  # section 4.4: SRT (adv, pre) becomes (adv, suc)
+            self.emit(self.table.commit_adv(mid, aid, path[i - 1]))
         self._drain_changes(mid)
         if i < len(path) - 1:
             self._along(msg, True)
@@ -443,6 +526,7 @@ class MobilityBroker(Broker):
         c.pause, c.group = float(st.get("pause", 10.0)), st.get("group", "")
         c.filter = st.get("filter", c.filter)
         c.nsub = int(st.get("nsub", c.nsub))
+        c.rate, c.attrs, c.seq = float(st.get("rate") or 0.0), st.get("attrs") or {}, int(st.get("seq", 0))
         # the copy starts with the merge: its first deliveries are the payload, then its own queue
         c.state = "started"
         self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
@@ -465,6 +549,7 @@ class MobilityBroker(Broker):
         c.queue = []
         self._along({"k": "mdone", "mid": mid, "path": path}, False)
         self._schedule_next(c)
+        self._start_publishing(c, 0.0)
 
     # (5) done
     def _at_source(self, msg: dict[str, Any]) -> "Coord | None":
@@ -493,23 +578,29 @@ class MobilityBroker(Broker):
             return
         co.timer = None
         co.state = "abort"
-        self._send_abort(mid, co.client, co.path, co.subs)
+        self._send_abort(mid, co.client, co.path, co.subs, co.advs)
         self._end_move(co, "abort")
         self._resume(co)
 
-    def _send_abort(self, mid: str, client: str, path: list[str], subs: dict[str, str]) -> None:
+    def _send_abort(self, mid: str, client: str, path: list[str], subs: dict[str, str],
+                    advs: dict[str, str] | None = None) -> None:
         self.aborted.add(mid)
         for sid in subs:
             self.table.abort_sub(mid, sid)
+        for aid in advs or {}:
+            self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         self.rt.log("move_step", mid=mid, client=client, step="abort_sent")
-        self._send_m(path[1], {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs})
+        self._send_m(path[1], {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs,
+                               "advs": dict(advs or {})})
 
     def _on_mabort(self, src: str, msg: dict[str, Any]) -> None:
         path, mid, client = msg["path"], msg["mid"], msg["c"]
         self.aborted.add(mid)
         for sid in msg["subs"]:
             self.table.abort_sub(mid, sid)
+        for aid in msg.get("advs") or {}:
+            self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         if path[-1] != self.name:
             self._along(msg, True)
@@ -665,8 +756,18 @@ class MobilityBroker(Broker):
     def on_pub(self, src: str, msg: dict[str, Any]) -> None:
         """The pub/sub core's forwarding, plus the mobile clients hosted here (hops ``@<client>``)."""
         hops = self.pub_next_hops(src, msg)
-        if not hops:
-            return
+        if hops:
+            self._dispatch(hops, msg)
+
+    def _route(self, msg: dict[str, Any], frm: str) -> None:
+        """A publication issued here by a hosted publisher (hop ``frm``)."""
+        hops = self.table.index.hops(msg["a"])
+        hops.discard(frm)
+        if hops:
+            msg["h"] = 1
+            self._dispatch(hops, msg)
+
+    def _dispatch(self, hops: set[str], msg: dict[str, Any]) -> None:
         mine = [h[1:] for h in self.forward_pub(hops, msg) if h[0] == "@"]
         if mine:
             q = (msg["id"], msg["c"], msg["s"], msg["t"], msg["h"])
@@ -680,12 +781,6 @@ class MobilityBroker(Broker):
                     c.queue.append(q)
                 else:
                     self.mcount["local_unmatched"] += 1
-
-
-def _broker_key(name: str) -> tuple[int, str]:
-    """b2 before b10: numeric suffix order, then the name."""
-    digits = "".join(ch for ch in name if ch.isdigit())
-    return (int(digits) if digits else 0, name)
 
 
 def dumps(x: Any) -> str:  # pragma: no cover - debugging aid

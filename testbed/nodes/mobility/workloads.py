@@ -69,6 +69,14 @@ def covered_count(workload: str, k: int) -> int:
     return 0
 
 
+def broker_order(names: list[str]) -> list[str]:
+    """Brokers in the order every assignment uses: numeric suffix (b2 before b10), then the name."""
+    def key(name: str) -> tuple[int, str]:
+        digits = "".join(ch for ch in name if ch.isdigit())
+        return (int(digits) if digits else 0, name)
+    return sorted(names, key=key)
+
+
 def assign(group: dict[str, Any], brokers: list[str]) -> list[dict[str, Any]]:
     """Every client of a mobile group: name, workload, template, filter, start broker, route, moves.
 

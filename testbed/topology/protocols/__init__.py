@@ -21,6 +21,12 @@ scanning this package: adding a file here adds a protocol. Each module defines:
 ``ACYCLIC``       ``"forest"`` (the neighbour graph must have no cycle),
                   ``"cells"`` (no cycle after collapsing each ``cell`` into one
                   vertex) or ``None`` (any graph).
+``SCHEDULE``      optional ``{kind: ScheduleAction}``: the protocol's own ``faults`` entries
+                  (e.g. mobility's ``{at, move: {client, to}}``), validated with the action's
+                  ``value`` type and carried out on schedule as control calls to nodes
+                  (``ScheduleAction.call``); other protocols reject these keys.
+``hosted_clients`` optional ``hosted_clients(plan) -> list[HostedClients]``: clients that live
+                  inside nodes (not ``clients:`` processes), shown by ``validate`` and ``graph``.
 ``check``         optional ``check(topology) -> list[Problem]`` for rules the
                   models cannot express; it runs only when the rest of the file
                   is valid. Build problems with ``topology.problem(keys, msg)``
@@ -29,8 +35,10 @@ scanning this package: adding a file here adds a protocol. Each module defines:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 TOPOLOGY_ATTRS = ("Params", "Placement", "ClientParams", "NODE_ROLES", "CLIENT_ROLES", "ACYCLIC")
 
@@ -65,6 +73,83 @@ class _Registry(Mapping[str, ModuleType]):
 PROTOCOLS: Mapping[str, ModuleType] = _Registry()
 
 
+@dataclass(frozen=True)
+class ProtocolCall:
+    """What one protocol schedule action does: the control op ``op`` with ``args`` sent to every
+    node of ``targets``. ``any_ok``: the action happened when one target accepted it (a move is
+    sent to every broker; the one hosting the client starts it); otherwise every target must.
+    ``text`` is how ``testbed validate`` shows it."""
+
+    targets: tuple[str, ...]
+    op: str
+    args: dict[str, Any] = field(default_factory=dict)
+    any_ok: bool = False
+    text: str = ""
+
+
+class ActionError(ValueError):
+    """A schedule action's value names something the topology (or running plan) lacks; ``key`` is
+    where inside the value (``("to",)`` for ``move.to``), so the error can be located."""
+
+    def __init__(self, message: str, key: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class ScheduleAction:
+    """A protocol's own ``faults`` entry ``{at, <kind>: value[, for: DUR]}``.
+
+    ``value``   the value's type (a pydantic model or an annotated type such as ``Name``)
+    ``for_``    ``never`` | ``optional`` | ``required``: whether the entry takes ``for``
+    ``call``    ``call(value, for_s, roles) -> ProtocolCall`` (``roles``: process name -> role,
+                the topology's nodes and client groups), pure; raises ``ActionError`` for a name ``roles`` lacks
+    ``help``    one line for error messages
+    """
+
+    value: Any
+    call: Callable[[Any, float | None, dict[str, str]], ProtocolCall]
+    for_: str = "never"
+    help: str = ""
+
+    def validate(self, value: Any, for_s: float | None) -> Any:
+        """The validated value; pydantic's ValidationError, or ValueError for a wrong ``for``."""
+        from pydantic import TypeAdapter
+
+        if self.for_ == "never" and for_s is not None:
+            raise ValueError("'for' does not apply here")
+        if self.for_ == "required" and for_s is None:
+            raise ValueError("needs 'for' (how long)")
+        return TypeAdapter(self.value).validate_python(value)
+
+
+@dataclass(frozen=True)
+class HostedClients:
+    """Clients a protocol hosts inside its nodes (not client processes), e.g. mobility's mobile
+    clients: what ``testbed validate`` lists and ``testbed graph`` draws. ``at``: node -> how many
+    start there; ``text``: one line about them (workload, how they move)."""
+
+    name: str
+    role: str
+    count: int
+    at: dict[str, int]
+    text: str = ""
+
+
+def hosted_clients(plan: Any) -> list[HostedClients]:
+    """The plan's clients hosted in nodes: the protocol's ``hosted_clients(plan)`` hook ([] when
+    it has none)."""
+    if plan.protocol not in PROTOCOLS:
+        return []
+    hook = getattr(PROTOCOLS[plan.protocol], "hosted_clients", None)
+    return list(hook(plan)) if hook is not None else []
+
+
+def schedule_actions(module: ModuleType | None) -> dict[str, ScheduleAction]:
+    """The protocol's own schedule actions ({} when it declares none)."""
+    return dict(getattr(module, "SCHEDULE", None) or {}) if module is not None else {}
+
+
 def client_params_model(module: ModuleType, role: str):
     """The ClientParams model of ``module`` for a client ``role`` (None if the role takes none)."""
     cp = getattr(module, "ClientParams", None)
@@ -73,4 +158,5 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "client_params_model"]
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "HostedClients", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model",
+           "schedule_actions"]

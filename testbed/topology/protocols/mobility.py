@@ -28,19 +28,28 @@ pairs (a client moves back and forth between the ends of the route holding its s
 without routes it moves to a random other broker); ``pause`` between moves; ``first_move``
 (the first move is at a uniform offset in [0, first_move), default ``pause``); ``moving``
 ``all`` | N (the first N clients) | ``{templates: [k, ...]}``; ``seed``.
+
+Schedule actions (``faults`` entries, ``SCHEDULE`` below): ``{at, move: {client, to}}`` moves a
+mobile client (one that does not move on its own) to broker ``to``; ``{at, reject: bN, for}``
+makes broker bN refuse incoming moves for a while (the target's (3)). ``check`` follows every
+client along the schedule (its start broker, the scheduled moves, rejects that make a move
+fail, crashes that take clients with them) and reports moves that cannot happen.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from testbed.nodes.mobility.workloads import TEMPLATES, WORKLOADS
+from testbed.nodes.mobility.workloads import TEMPLATES, WORKLOADS, assign, broker_order
+from testbed.topology.protocols import ActionError, HostedClients, ProtocolCall, ScheduleAction
 from testbed.topology.protocols.pubsub import ClientParams as _PubsubClientParams
 from testbed.topology.protocols.pubsub import check as _pubsub_check
 from testbed.topology.schema import Name, StrictModel
-from testbed.topology.units import Time
+from testbed.nodes.pubsub.clients import parse_generator
+from testbed.topology.units import Rate, Time
 
 
 class Moving(StrictModel):
@@ -57,6 +66,9 @@ class Moving(StrictModel):
 
 class MobileGroup(StrictModel):
     count: StrictInt = Field(ge=1)
+    role: Literal["subscriber", "publisher"] = "subscriber"
+    rate: Rate | None = None  # publishers: publications per second each
+    attrs: dict[str, Any] | None = None  # publishers: the attribute generators (default: the spec's)
     workload: Literal[WORKLOADS] = "random"  # type: ignore[valid-type]
     assign: Literal["random", "round-robin", "single-root"] = "random"
     start: list[Name] | Literal["random"] = "random"
@@ -102,6 +114,16 @@ class MobileGroup(StrictModel):
     def _by(self) -> "MobileGroup":
         if self.start_by == "template" and self.start == "random":
             raise ValueError("start_by: template needs a list of start brokers")
+        if self.role == "publisher":
+            if not self.rate:
+                raise ValueError("a mobile publisher group needs rate (publications per second each)")
+            for a, v in (self.attrs or {}).items():
+                try:
+                    parse_generator(v)
+                except ValueError as e:
+                    raise ValueError(f"attrs.{a}: {e}") from None
+        elif self.rate is not None or self.attrs is not None:
+            raise ValueError("rate and attrs are for mobile publishers (role: publisher)")
         return self
 
 
@@ -125,6 +147,8 @@ class Params(StrictModel):
                              "per subscription)")
         if self.move_timeout <= 0:
             raise ValueError("move_timeout must be > 0")
+        if self.movement == "covering" and any(g.role == "publisher" for g in self.mobile.values()):
+            raise ValueError("mobile publishers move with the reconfiguration protocol only (section 4.4)")
         return self
 
 
@@ -141,8 +165,10 @@ BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear i
 
 
 def check(topology) -> list:
-    """Brokers named by mobile groups exist; names do not clash; the overlay is connected."""
+    """Brokers named by mobile groups exist; names do not clash; the overlay is connected; the
+    schedule's moves and rejects can happen (``check_schedule``)."""
     problems = list(_pubsub_check(topology))
+    problems += check_schedule(topology)
     p = topology.params if hasattr(topology, "params") else {}
     mobile = (p or {}).get("mobile") or {}
     brokers = [n for n, v in topology.nodes.items() if v.role == "broker"]
@@ -192,3 +218,145 @@ def check(topology) -> list:
                 problems.append(topology.problem(("nodes", b), f"broker {b!r} is not connected to "
                                                  f"{brokers[0]!r}: moves need one connected tree"))
     return problems
+
+
+# -- schedule actions ---------------------------------------------------------------------------
+class MoveSpec(StrictModel):
+    """``move: {client, to}``: MOVE(client, to), sent to every broker (the one hosting the client
+    starts it; the schedule does not know where a client is after a rejected or aborted move)."""
+
+    client: str
+    to: Name
+
+
+def _brokers(roles: dict[str, str]) -> list[str]:
+    return broker_order([n for n, r in roles.items() if r == "broker"])
+
+
+def _move_call(value: MoveSpec, for_s: float | None, roles: dict[str, str]) -> ProtocolCall:
+    brokers = _brokers(roles)
+    if value.to not in brokers:
+        close = difflib.get_close_matches(value.to, brokers, n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        what = f"{value.to!r} is not a broker" if value.to in roles else f"unknown broker {value.to!r}{hint}"
+        raise ActionError(what, ("to",))
+    return ProtocolCall(targets=tuple(brokers), op="move",
+                        args={"client": value.client, "to": value.to, "quiet": True}, any_ok=True,
+                        text=f"{value.client} -> {value.to}")
+
+
+def _reject_call(value: str, for_s: float | None, roles: dict[str, str]) -> ProtocolCall:
+    if roles.get(value) != "broker":
+        raise ActionError(f"{value!r} is not a broker" if value in roles else f"unknown broker {value!r}")
+    return ProtocolCall(targets=(value,), op="reject", args={"for": float(for_s or 0.0)},
+                        text=f"{value} refuses moves for {for_s:g}s")
+
+
+SCHEDULE = {
+    "move": ScheduleAction(MoveSpec, _move_call, for_="never", help="{at, move: {client, to}}"),
+    "reject": ScheduleAction(Name, _reject_call, for_="required", help="{at, reject: bN, for: DUR}"),
+}
+
+
+def mobile_clients(topology) -> dict[str, dict[str, Any]]:
+    """client name -> its assignment (``workloads.assign``: start broker, moves, group, ...), for a
+    topology whose params validated ({} otherwise)."""
+    p = topology.protocol_params
+    if p is None:
+        return {}
+    brokers = broker_order([n for n, v in topology.nodes.items() if v is not None and v.role == "broker"])
+    out: dict[str, dict[str, Any]] = {}
+    for g, spec in p.mobile.items():
+        for c in assign(dict(spec.model_dump(), name=g), brokers):
+            out[c["client"]] = dict(c, group=g)
+    return out
+
+
+def check_schedule(topology) -> list:
+    """Follow every mobile client along the schedule; report moves and rejects that cannot happen."""
+    problems: list = []
+    faults = [(f.at, i, f) for i, f in enumerate(topology.faults or []) if f is not None]
+    if not any(f.protocol_action for _, _, f in faults):
+        return problems
+    clients = mobile_clients(topology)
+    brokers = {n for n, v in topology.nodes.items() if v is not None and v.role == "broker"}
+    # only reconfiguration negotiates ((1), (3)): the covering movement never asks the target
+    reconf = topology.protocol_params is None or topology.protocol_params.movement == "reconfiguration"
+    where = {c: (a["start"], "it starts there") for c, a in clients.items()}
+    lost: dict[str, str] = {}  # client -> why
+    rejecting: dict[str, list[tuple[float, float]]] = {}
+    for at, i, f in sorted(faults, key=lambda x: (x[0], x[1])):
+        kind = f.kind
+        if kind == "crash":
+            for c, (b, _) in where.items():
+                if b == f.crash and c not in lost:
+                    lost[c] = f"its broker {b} crashed at {at:g}s (faults[{i}]) and took it along"
+        elif kind == "reject":
+            b = f.value
+            if b not in brokers:
+                continue  # reported by the loader (_reject_call)
+            rejecting.setdefault(b, []).append((at, at + float(f.for_ or 0.0)))
+        elif kind == "move":
+            v = f.value
+            keys = ("faults", i, "move")
+            if v.client not in clients:
+                close = difflib.get_close_matches(v.client, sorted(clients), n=1, cutoff=0.6)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                names = ", ".join(sorted(clients)[:6]) + (" ..." if len(clients) > 6 else "")
+                problems.append(topology.problem(keys + ("client",), f"unknown mobile client {v.client!r}{hint}"
+                                                 + (f"; params.mobile declares {names}" if clients
+                                                    else "; params.mobile declares none")))
+                continue
+            if v.to not in brokers:
+                continue  # reported by the loader (_move_call)
+            a = clients[v.client]
+            if a["moves"]:
+                problems.append(topology.problem(keys + ("client",), f"{v.client!r} also moves on its own "
+                                                 f"(params.mobile.{a['group']}.moving): a scheduled move "
+                                                 "needs a client that does not (e.g. moving: 0)"))
+                continue
+            if v.client in lost:
+                problems.append(topology.problem(keys + ("client",), f"{v.client!r} is gone at {at:g}s: "
+                                                 f"{lost[v.client]}"))
+                continue
+            here, why = where[v.client]
+            if here == v.to:
+                problems.append(topology.problem(keys + ("to",), f"{v.client!r} is already at {v.to} at "
+                                                 f"{at:g}s ({why})"))
+                continue
+            if reconf and any(lo <= at < hi for lo, hi in rejecting.get(v.to, [])):
+                continue  # the target refuses it: the client stays where it is
+            where[v.client] = (v.to, f"moved there by faults[{i}]")
+    return problems
+
+
+def hosted_clients(plan) -> list[HostedClients]:
+    """The mobile client groups (``params.mobile``): where their clients start, their workload and
+    how they move (``testbed validate`` and ``testbed graph`` show them)."""
+    from testbed.topology.units import format_time
+
+    mobile = (plan.params or {}).get("mobile") or {}
+    brokers = broker_order([n for n, p in plan.nodes.items() if p.kind == "node" and p.role == "broker"])
+    out = []
+    for g, spec in mobile.items():
+        clients = assign(dict(spec, name=g), brokers)
+        at: dict[str, int] = {}
+        for c in clients:
+            at[c["start"]] = at.get(c["start"], 0) + 1
+        movers = sum(1 for c in clients if c["moves"])
+        if movers:
+            routes = spec.get("routes")
+            where = (" on " + ", ".join(f"{a}<->{b}" for a, b in routes)) if routes else " to random brokers"
+            how = f"{movers} move every {format_time(float(spec.get('pause', 10.0)))}{where}"
+        else:
+            how = "move only when the schedule says"
+        scheduled = sum(1 for a in plan.actions if a.op == "move"
+                        and str(a.call.get("args", {}).get("client", "")).rsplit("-", 1)[0] == g)
+        if scheduled:
+            how += f"; {scheduled} scheduled move(s)"
+        out.append(HostedClients(name=g, role="mobile", count=len(clients),
+                                 at={b: at[b] for b in brokers if b in at},
+                                 text=(f"subscribers, workload {spec.get('workload', 'random')}; {how}"
+                                       if spec.get("role", "subscriber") == "subscriber" else
+                                       f"publishers, {float(spec.get('rate') or 0):g}/s each; {how}")))
+    return out

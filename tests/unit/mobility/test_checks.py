@@ -228,6 +228,9 @@ def test_a_source_crash_mid_move_is_attributed_to_the_crash(spark, tmp_path):
     assert res["P2"].details["clients_lost_in_crashes"] == 1
     assert res["P8"].passed and res["P8"].details["left_by_source_crash"] >= 3
     assert res["P3"].passed and res["P1"].passed
+    # the dead client's entries elsewhere are stale: P9 does not expect it at b1 (attributed)
+    assert res["P9"].passed and res["P9"].details["clients_lost_in_crashes"] == ["m-0"]
     # without the crash in the history (no restart, a clean stop) the same tables are violations
     res = results(spark, write_run(tmp_path / "run2", cfgs, sim.logs))
     assert not res["P2"].passed and not res["P8"].passed
+    assert not res["P9"].passed and {(e["broker"], e["id"]) for e in res["P9"].examples} >= {("b1", "m-0:s1")}

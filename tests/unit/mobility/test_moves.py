@@ -140,9 +140,12 @@ def test_control_move_and_skips(movement):
     def moves(sim):
         assert sim.nodes["b1"].on_control("move", {"client": "m-0", "to": "b7"}) == {"ok": True, "reason": ""}
         r = sim.nodes["b1"].on_control("move", {"client": "m-1", "to": "b2"})
-        assert r == {"ok": False, "reason": "client not started here"}
+        assert r == {"ok": False, "reason": "client not started here", "error": "client not started here"}
         assert sim.nodes["b6"].on_control("move", {"client": "m-1", "to": "b6"})["reason"] == \
             "client already at the target"
+        # the schedule asks every broker, quietly: one that does not host the client logs no skip
+        r = sim.nodes["b2"].on_control("move", {"client": "m-1", "to": "b1", "quiet": True})
+        assert r["ok"] is False and r["error"] == "client not started here"
 
     sim = run(cfgs, duration=2.0, actions=[(0.2, moves)])
     [e] = sim.events("move_end")
