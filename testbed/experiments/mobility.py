@@ -30,6 +30,8 @@ from testbed.experiments.grid import Figure, Grid, Paper
 MOVEMENTS = ("reconfiguration", "covering")
 WORKLOADS = ("distinct", "chained", "tree", "covered")
 COVERED = {"distinct": 0, "chained": 1, "tree": 2, "covered": 9}  # Fig 9a's x: subscriptions the root covers
+XPOS = {w: i for i, w in enumerate(WORKLOADS)}  # drawn as categories in that order
+XTICKS = {i: f"{w}\n({COVERED[w]} covered)" for w, i in XPOS.items()}
 CLIENTS = {"quick": [40, 100], "paper": [400, 600, 800, 1000]}  # Fig 10 (the first from the fig08 runs)
 BROKERS = {"quick": [14, 32], "paper": [14, 20, 26, 32]}  # Fig 13
 STEPS = (1, 2, 3, 4, 5)  # Fig 12: moving clients = step x (quick 2, paper 10)
@@ -156,6 +158,7 @@ def claims_9(mix: Rows) -> list[C.Claim]:
     n = {m: {w: mix.seq(m, "by_workload", w, "commits") for w in WORKLOADS} for m in MOVEMENTS}
     worst = [max((c / r for c, r in zip(lat[V][w], lat[R][w]) if r and not math.isnan(c / r)), default=math.nan)
              for w in WORKLOADS]
+    done = {w: tuple(_div(n[V][w], n[R][w])) for w in WORKLOADS}
     per_seed_worst = []
     for i in range(len(mix.seeds)):
         v = [lat[V][w][i] / lat[R][w][i] for w in WORKLOADS if lat[R][w][i] and not math.isnan(lat[V][w][i])]
@@ -177,9 +180,11 @@ def claims_9(mix: Rows) -> list[C.Claim]:
         _flat_over(9, "reconfiguration: roughly the same number of movements for every workload", n[R],
                    "max / min of the per-workload number of commits, per seed"),
         C.comparison(9, "covering performs fewer movements with the tree and covered workloads",
-                     [Difference("distinct vs tree", n[V]["distinct"], n[V]["tree"], ">"),
-                      Difference("distinct vs covered", n[V]["distinct"], n[V]["covered"], ">")],
-                     what="number of committed covering movements per workload group (equal group sizes)"),
+                     [Difference("distinct vs tree", done["distinct"], done["tree"], ">"),
+                      Difference("distinct vs covered", done["distinct"], done["covered"], ">")],
+                     what="committed covering movements of a workload group / the same group's reconfiguration "
+                          "commits (same seed): the groups differ in start brokers and offsets, which alone "
+                          "change the counts, so each is judged against itself under reconfiguration"),
         C.comparison(9, "covering: covered has fewer messages per movement than tree but a longer latency",
                      [Difference("messages covered vs tree", msgs[V]["covered"], msgs[V]["tree"], "<"),
                       Difference("latency covered vs tree", lat[V]["covered"], lat[V]["tree"], ">")],
@@ -344,14 +349,12 @@ def analyze(ctx) -> None:
                                 mix.rows[0]["warmup_s"])
         ctx.add(*claims_8(mix))
     if ctx.wants(9):
-        xt = {COVERED[w]: f"{COVERED[w]}\n{w}" for w in WORKLOADS}
-
         def by_w(key):
-            return {m: {COVERED[w]: [_get(r, "by_workload", w, key) for r in mix.rows if r["movement"] == m]
+            return {m: {XPOS[w]: [_get(r, "by_workload", w, key) for r in mix.rows if r["movement"] == m]
                         for w in WORKLOADS} for m in MOVEMENTS if any(r["movement"] == m for r in mix.rows)}
         F.latency_and_messages(ctx.figure_path(9), f"Fig 9: subscription workload ({scale})",
-                               "covered subscriptions in the workload", by_w("lat_mean_ms"), by_w("msgs_per_move"),
-                               by_w("commits"), xticks=xt)
+                               "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
+                               by_w("commits"), xticks=XTICKS)
         ctx.add(*claims_9(mix))
     if ctx.wants(10):
         per = {"quick": 10, "paper": 100}[scale]
@@ -397,11 +400,11 @@ def analyze(ctx) -> None:
                                 panels, wide.rows[0]["warmup_s"])
 
         def by_w(key):
-            return {m: {COVERED[w]: [_get(r, "by_workload", w, key) for r in wide.rows if r["movement"] == m]
+            return {m: {XPOS[w]: [_get(r, "by_workload", w, key) for r in wide.rows if r["movement"] == m]
                         for w in WORKLOADS} for m in MOVEMENTS if any(r["movement"] == m for r in wide.rows)}
         F.latency_and_messages(ctx.figure_path(14), f"Fig 14(c, d): wide area, subscription workload ({scale})",
-                               "covered subscriptions in the workload", by_w("lat_mean_ms"), by_w("msgs_per_move"),
-                               by_w("commits"), xticks={COVERED[w]: f"{COVERED[w]}\n{w}" for w in WORKLOADS})
+                               "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
+                               by_w("commits"), xticks=XTICKS)
         ctx.add(*claims_14(wide, mix))
     for name, rows in data.items():
         if rows:
