@@ -38,7 +38,7 @@ STEPS = (1, 2, 3, 4, 5)  # Fig 12: moving clients = step x (quick 2, paper 10)
 PER_STEP = {"quick": 2, "paper": 10}
 # The set-up phase the paper ignores after Fig 8 ("movements at the beginning ... take longer ... due to
 # the load imposed by joining clients"): the spec's 30 s at paper scale; at quick scale (None) the first
-# round of moves: the run's first-move window (4 s in the quick files: t0 is the workload's start, after
+# round of moves: the run's first-move window (3 s in the quick files: t0 is the workload's start, after
 # the settle), within which every client's first move starts.
 WARMUP_S: dict[str, float | None] = {"quick": None, "paper": 30.0}
 
