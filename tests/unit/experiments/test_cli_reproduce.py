@@ -12,7 +12,10 @@ def test_reproduce_choices_and_usage_errors(capsys):
     assert p.parse_args(["reproduce", "gryphon", "--fig", "6", "--fig", "7"]).fig == [6, 7]
     with pytest.raises(SystemExit):
         p.parse_args(["reproduce", "nope"])
-    assert "all|gryphon|ordering" in capsys.readouterr().err
+    from testbed.experiments import paper_names
+
+    assert {"gryphon", "mobility", "ordering"} <= set(paper_names())
+    assert "all|" + "|".join(paper_names()) in capsys.readouterr().err  # every paper, found by the registry
     assert cli.main(["reproduce", "all", "--fig", "7"]) == 2
     assert "--fig selects figures of one paper" in capsys.readouterr().err
     assert cli.main(["reproduce", "ordering", "--fig", "99"]) == 2

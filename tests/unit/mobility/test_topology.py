@@ -73,8 +73,9 @@ def test_bad_keys_are_located_errors(tmp_path, params, message):
     assert line in ("12", "13", "14") and int(col) >= 1  # at params or the offending key or value
 
 
-@pytest.mark.parametrize("name, runs", [("smoke.yaml", 1), ("fig08-quick.yaml", 1), ("fig09-quick.yaml", 4),
-                                        ("fig10-quick.yaml", 4), ("fig11-quick.yaml", 1), ("fig14-quick.yaml", 1)])
+@pytest.mark.parametrize("name, runs", [("smoke.yaml", 1)] + [
+    (f"fig{n}-{s}.yaml", r) for s in ("quick", "paper")
+    for n, r in (("08", 1), ("09", 4), ("10", 4), ("11", 1), ("12", 5), ("13", 4), ("14", 1))])
 @pytest.mark.parametrize("movement", ["reconfiguration", "covering"])
 def test_shipped_topologies_validate(name, runs, movement):
     ps = plans(str(ROOT / "topologies" / "mobility" / name), {"movement": movement}, None)
@@ -82,7 +83,7 @@ def test_shipped_topologies_validate(name, runs, movement):
     for plan in ps:
         assert plan.protocol == "mobility" and plan.params["movement"] == movement
         assert plan.params["mobile"]
-    if name == "fig14-quick.yaml":
+    if name.startswith("fig14-"):
         assert ps[0].links["b1->b3"].delay_ms == 50.0
 
 
@@ -92,6 +93,34 @@ def test_fig8_tree_paths_are_six_links():
 
     path = tree_paths({n: list(v.neighbors) for n, v in plan.nodes.items() if v.kind == "node"})
     assert len(path("b1", "b13")) - 1 == 6 and len(path("b2", "b14")) - 1 == 6 and len(path("b1", "b12")) - 1 == 6
+
+
+@pytest.mark.parametrize("brokers", [14, 20, 26, 32])
+def test_fig13_grows_the_tree_and_keeps_the_paths(brokers):
+    from testbed.analysis.mobility.checks import tree_paths  # noqa: PLC0415
+
+    ps = plans(str(ROOT / "topologies" / "mobility" / "fig13-quick.yaml"), {"brokers": brokers}, None)
+    for plan in ps:
+        nodes = {n: list(v.neighbors) for n, v in plan.nodes.items() if v.kind == "node"}
+        assert len(nodes) == brokers
+        path = tree_paths(nodes)
+        assert len(path("b1", "b12")) - 1 == 6 and len(path("b2", "b14")) - 1 == 6
+        assert plan.params["mobile"]["cov"]["routes"] == [["b1", "b12"], ["b2", "b14"]]
+
+
+@pytest.mark.parametrize("scale, per", [("quick", 2), ("paper", 10)])
+def test_fig12_steps_add_movers_in_the_papers_order(scale, per):
+    ps = plans(str(ROOT / "topologies" / "mobility" / f"fig12-{scale}.yaml"), {"movement": "covering"}, None)
+    movers = {}
+    for plan in ps:
+        groups = plan.params["mobile"]
+        brokers = [n for n, v in plan.nodes.items() if v.kind == "node"]
+        moving = [c for g, spec in groups.items() for c in assign(dict(spec, name=g), brokers) if c["moves"]]
+        movers[plan.point["step"]] = {(c["workload"], c["template"]) for c in moving}
+        assert len(moving) == per * plan.point["step"]
+    assert movers[1] == {("covered", 1)}
+    assert movers[2] - movers[1] == {("tree", 1)} and movers[3] - movers[2] == {("chained", 1)}
+    assert movers[4] - movers[3] == {("tree", 10)} and movers[5] - movers[4] == {("distinct", 1)}
 
 
 def test_workload_templates_cover_as_fig7():

@@ -1,0 +1,157 @@
+"""The mobility paper's claims as pure functions of per-run summaries: each can pass and fail."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from testbed.experiments import mobility as P
+from testbed.experiments.grid import figure_list
+from testbed.experiments.mobility import MOVEMENTS, WORKLOADS, Rows
+
+
+def _stats(lat: float, msgs: float = 24.0, commits: int = 100, std: float = 1.0) -> dict:
+    return {"lat_mean_ms": lat, "msgs_per_move": msgs, "commits": commits, "lat_std_ms": std, "moves": commits,
+            "msgs_total": msgs * commits}
+
+
+def _run(movement: str, repeat: int, lat: dict[str, float], *, early: float, routes=(1.0, 1.0), std=None,
+         msgs=None, commits=None, **x) -> dict:
+    std = std or {}
+    msgs = msgs or {}
+    commits = commits or {}
+    by_w = {w: _stats(lat[w], msgs.get(w, 24.0), commits.get(w, 100), std.get(w, 1.0)) for w in WORKLOADS}
+    mean = sum(lat.values()) / len(lat)
+    return {"movement": movement, "repeat": repeat, **_stats(mean + repeat * 0.1), "early": _stats(early),
+            "by_workload": by_w, "by_route": {"1-13": _stats(mean * routes[0]), "2-14": _stats(mean * routes[1])},
+            **x}
+
+
+def paper_like() -> Rows:
+    rows = []
+    for r in range(3):
+        rows.append(_run("reconfiguration", r, {w: 20.0 + r for w in WORKLOADS}, early=60.0 + r))
+        rows.append(_run("covering", r, {"distinct": 300.0 + r, "chained": 400.0 + r, "tree": 900.0 + r,
+                                         "covered": 3000.0 + 10 * r}, early=9000.0 + r, routes=(1.5, 0.6),
+                         std={"chained": 1.0 + r, "covered": 500.0 + r},
+                         msgs={"covered": 40.0 + r, "tree": 60.0 + r},
+                         commits={"distinct": 100 + r, "tree": 60 + r, "covered": 40 + r}))
+    return Rows(rows)
+
+
+def _verdicts(claims) -> dict[str, str]:
+    return {c.sentence: c.verdict for c in claims}
+
+
+def test_fig8_and_9_claims_pass_on_the_papers_shape():
+    v = _verdicts(P.claims_8(paper_like()) + P.claims_9(paper_like()))
+    judged = {s: x for s, x in v.items() if x != "info"}
+    assert judged and set(judged.values()) == {"pass"}, v
+
+
+def test_fig8_and_9_claims_fail_when_covering_is_as_fast():
+    rows = []
+    for r in range(3):
+        lat = {w: 20.0 + r for w in WORKLOADS}
+        rows.append(_run("reconfiguration", r, lat, early=20.0 + r))
+        rows.append(_run("covering", r, lat, early=19.0 + r))
+    v = _verdicts(P.claims_8(Rows(rows)) + P.claims_9(Rows(rows)))
+    assert v["reconfiguration more than an order of magnitude faster than covering"] == "fail"
+    assert v["early movements slower than steady state (joining load)"] == "fail"
+    assert v["covering: latency rises with covering, worst for covered"] == "fail"
+    assert v["reconfiguration: little variation in latency across workloads"] == "pass"  # flat either way
+
+
+def test_a_difference_inside_the_seeds_spread_is_not_a_pass():
+    rows = []
+    for r, noise in enumerate((0.0, 400.0, -400.0)):
+        lat = {w: 20.0 for w in WORKLOADS}
+        rows.append(_run("reconfiguration", r, lat, early=20.0))
+        rows.append(_run("covering", r, {**lat, "covered": 300.0 + noise, "distinct": 200.0}, early=20.0))
+    c = next(c for c in P.claims_9(Rows(rows)) if c.sentence.startswith("covering: latency rises"))
+    assert c.verdict == "fail"
+
+
+def test_two_seeds_are_insufficient_for_a_comparison():
+    rows = [r for r in paper_like().rows if r["repeat"] < 2]
+    c = next(c for c in P.claims_8(Rows(rows)) if c.sentence.startswith("early movements"))
+    assert c.verdict == "insufficient"
+
+
+def test_no_runs_give_no_data_never_a_pass():
+    for c in P.claims_8(Rows([])) + P.claims_9(Rows([])) + P.claims_11(Rows([])) + P.claims_14(Rows([]), Rows([])):
+        assert c.verdict in ("no data", "info"), c
+
+
+def _xrows(x: str, xs, lat_of, msgs_of=lambda m, x: 24.0, total_of=None) -> Rows:
+    rows = []
+    for r in range(3):
+        for m in MOVEMENTS:
+            for v in xs:
+                s = _stats(lat_of(m, v) + r, msgs_of(m, v))
+                if total_of:
+                    s["msgs_total"] = total_of(m, v)
+                rows.append({"movement": m, "repeat": r, x: v, **s})
+    return Rows(rows, x)
+
+
+def test_fig10_paradox_and_flatness():
+    cl = _xrows("clients", [40, 100], lambda m, n: 20.0 if m == "reconfiguration" else n * 10.0,
+                total_of=lambda m, n: 5000.0 if m == "reconfiguration" else 3000.0)
+    v = _verdicts(P.claims_10(cl))
+    assert set(v.values()) == {"pass"}, v
+    cl = _xrows("clients", [40, 100], lambda m, n: n * 1.0, total_of=lambda m, n: 100.0)
+    v = _verdicts(P.claims_10(cl))
+    assert v["reconfiguration latency stable with more clients"] == "fail"
+    assert v["reconfiguration faster despite more total messages (the 'paradox')"] == "fail"
+
+
+def test_fig12_slopes():
+    lat = {1: 100.0, 2: 300.0, 3: 400.0, 4: 350.0, 5: 300.0}
+    msg = {1: 80.0, 2: 80.0, 3: 70.0, 4: 60.0, 5: 50.0}
+    inc = _xrows("step", P.STEPS, lambda m, k: 20.0 if m == "reconfiguration" else lat[k],
+                 lambda m, k: 24.0 if m == "reconfiguration" else msg[k])
+    assert set(_verdicts(P.claims_12(inc)).values()) == {"pass"}
+    inc = _xrows("step", P.STEPS, lambda m, k: 20.0 if m == "reconfiguration" else 100.0 * k)
+    v = _verdicts(P.claims_12(inc))
+    assert v["covering: moving leaves (step 4) and distinct (step 5) reduce the average latency"] == "fail"
+
+
+def test_fig13_flat_over_sizes():
+    assert {c.verdict for c in P.claims_13(_xrows("brokers", [14, 32], lambda m, b: 20.0))} == {"pass"}
+    assert "fail" in {c.verdict for c in P.claims_13(_xrows("brokers", [14, 32], lambda m, b: b * 1.0))}
+
+
+def test_warmup_is_the_first_move_window_at_quick_scale_and_30s_at_paper_scale():
+    plan = {"params": {"settle": 2.0, "mobile": {"a": {"pause": 4.0, "first_move": None}, "b": {"pause": 3.0}}}}
+    assert P.warmup_s(plan, "quick") == 4.0 and P.warmup_s(plan, "paper") == 30.0
+
+
+def test_paper_is_registered_with_every_figure():
+    from testbed.experiments import papers
+
+    paper = papers()["mobility"]
+    assert figure_list(paper, None) == [8, 9, 10, 11, 12, 13, 14]
+    assert {g.name for g in paper.grids_for([8])} == {"mix", "check-reconfiguration", "check-covering"}
+    for g in paper.grids:
+        for scale in ("quick", "paper"):
+            assert g.points[scale] and g.repeats_at("quick") >= (1 if g.name.startswith("check") else 3)
+
+
+@pytest.mark.parametrize("scale", ["quick", "paper"])
+def test_every_grid_point_plans(scale):
+    from testbed.experiments import topologies
+    from testbed.topology.loader import plans
+
+    paper = P.PAPER
+    for g in paper.grids:
+        path = topologies.find("mobility", g.topology_name(scale))
+        for pt in g.points[scale]:
+            ps = plans(str(path), {**g.set, **pt, **({"scale": scale} if g.pass_scale else {})}, None)
+            assert len(ps) == 1 and ps[0].params["movement"] == pt["movement"]
+            if "clients" in pt:
+                assert sum(x["count"] for x in ps[0].params["mobile"].values()) == pt["clients"]
+            if "brokers" in pt:
+                assert sum(1 for n in ps[0].nodes.values() if n.kind == "node") == pt["brokers"]
+    assert not math.isnan(P.warmup_s({"params": {"mobile": {}}}, scale))
