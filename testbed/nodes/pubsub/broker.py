@@ -14,7 +14,7 @@ present exactly on messages between a client process and its broker:
 
 Messages from a process that is not an overlay neighbour are from client
 processes; their routing hop is ``"<process>/<client>"``. Re-sync: on
-``on_peer_up(neighbour)`` the broker sends what the neighbour needs
+``on_peer_up(neighbour)`` (and ``on_link_up``, a silent cut healed) the broker sends what the neighbour needs
 (:meth:`RoutingTable.resync`); ids make it idempotent, so a restarted broker
 re-learns its state from its neighbours and clients without duplicate entries.
 """
@@ -74,6 +74,11 @@ class Broker(Node):
 
     def status(self) -> dict[str, Any]:
         return {**self.table.sizes(), **self._counter_snapshot(), "covering": self.table.covering}
+
+    def on_link_up(self, peer: str) -> None:
+        """A silent cut or partition to a neighbour healed: what was sent meanwhile was dropped
+        (a routing message too), so re-send what the neighbour needs, as after a reconnect."""
+        self.on_peer_up(peer)
 
     def on_peer_up(self, peer: str) -> None:
         if peer in self._nset:

@@ -217,6 +217,12 @@ class ClientHost(Node):
             self.rt.send(b, {"k": "unsub", "id": sub_id, "c": c})
             self.rt.log("unsubscribe", client=c, sub_id=sub_id, broker=b)
 
+    def on_link_up(self, peer: str) -> None:
+        """A silent cut to a broker healed: re-send this process's advertisements and
+        subscriptions there, as after a reconnect (what was sent meanwhile was dropped)."""
+        self._seen_up.add(peer)
+        self.on_peer_up(peer)
+
     def on_peer_up(self, peer: str) -> None:
         if peer not in self.by_broker:
             return

@@ -49,7 +49,8 @@ Connection semantics: messages to a destination that was never reached yet are
 queued (bounded) until the first connection; after a connection is lost,
 messages are dropped (logged as ``drop`` with reason ``no-connection``) until
 the reconnect succeeds, when ``on_peer_up`` is called again. A down link
-(cut/partition) drops at egress (reason ``link-down``); a stall holds all
+(cut/partition) drops at egress (reason ``link-down``), and ``on_link_up`` is
+called when it comes back with the connection still up; a stall holds all
 egress until unstall (a crash while stalled loses what is held).
 """
 
@@ -118,6 +119,12 @@ class Node(ABC):
 
     def on_peer_down(self, peer: str) -> None:
         """The outbound connection to ``peer`` was lost."""
+
+    def on_link_up(self, peer: str) -> None:
+        """The link to ``peer`` came back up (a silent cut or a partition healed, a link change
+        undone) while the connection stayed up: what was sent to ``peer`` while it was down was
+        dropped (``drop`` reason ``link-down``). A protocol that assumes a reliable channel
+        repairs its state here (over real TCP the lost frames would have been retransmitted)."""
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         """Begin the workload at wall time ``t0_wall_ns`` (clients publish, etc.)."""

@@ -99,11 +99,14 @@ class ControlOps:
             if p not in rt.peers:
                 raise OpError(f"unknown peer {p!r}")
         for p in peers:
+            was_down = rt.egress.down.is_down(p)
             if down:
                 rt.egress.down.add(p, reason)
             else:
                 rt.egress.down.remove(p, reason)
             rt.log("link_state", peer=p, up=not rt.egress.down.is_down(p), reason=reason)
+            if was_down and not rt.egress.down.is_down(p):
+                rt.link_restored(p)
         return {"down": rt.egress.down.snapshot()}
 
     def cut(self, args: dict[str, Any]) -> dict[str, Any]:

@@ -252,6 +252,14 @@ class NodeRuntime(api.Runtime):
         self.evlog.log("link_set", {"peer": dst, "spec": spec.to_dict()})
         if self.egress.down.is_down(dst) != was_down:
             self.evlog.log("link_state", {"peer": dst, "up": not was_down, "reason": "config"})
+            if was_down:
+                self.link_restored(dst)
+
+    def link_restored(self, peer: str) -> None:
+        """A down link to ``peer`` is up again: tell the node if the connection stayed up (a
+        closed one comes back through ``on_peer_up`` when it reconnects)."""
+        if peer in self.transport.connected():
+            self._guard(self.node.on_link_up)(peer)
 
     def schedule_workload(self, t0_wall_ns: int, duration_s: float) -> float:
         for h in self._workload_timers:
