@@ -37,7 +37,8 @@ def main() -> None:
     ap.add_argument("--rates", type=float, nargs="+", default=[5.0, 50.0, 200.0], help="msgs/s per publisher")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--subscribers", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session")
+    ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session, "
+                                                        "again (Parquet reused), and read them all with read_runs")
     ap.add_argument("--keep", metavar="DIR", help="keep the generated runs in DIR and reuse them on the next call "
                                                   "(same rate, duration, subscribers): no regeneration")
     ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
@@ -101,10 +102,31 @@ def main() -> None:
             dirs = [str(make_run_dir(Path(tmp) / f"batch{j}", run_id=f"batch-{j}", duration_s=20.0, publishers=2,
                                      subscribers=2, rate_per_s=5.0).path) for j in range(args.batch)]
             t = time.monotonic()
-            analyze_runs(dirs)  # reuses the benchmark's active session
+            res = analyze_runs(dirs)  # reuses the benchmark's active session
             b_s = time.monotonic() - t
-            batch = {"runs": args.batch, "total_s": round(b_s, 2), "per_run_s": round(b_s / args.batch, 2)}
-            print(f"batch: {args.batch} small runs in one session: {b_s:.2f} s ({b_s / args.batch:.2f} s per run)")
+            t = time.monotonic()
+            again = analyze_runs(dirs)  # unchanged runs: their Parquet is reused
+            r_s = time.monotonic() - t
+            # a figure's multi-run read: one Spark job over every run's Parquet
+            from testbed.analysis.batch import read_runs
+
+            sc = spark.sparkContext
+            sc.setJobGroup("bench-read-runs", "read_runs over the batch")
+            t = time.monotonic()
+            per_run = read_runs(spark, dirs, "deliver").groupBy("run_id").count().collect()
+            rr_s = time.monotonic() - t
+            jobs = len(sc.statusTracker().getJobIdsForGroup("bench-read-runs"))
+            sc.setJobGroup("", "")
+            batch = {"runs": args.batch, "events_per_run": res[0].ingest["lines"], "total_s": round(b_s, 2),
+                     "per_run_s": round(b_s / args.batch, 2),
+                     "reanalysis_per_run_s": round(r_s / args.batch, 2),
+                     "reanalysis_reused_parquet": all(a.ingest.get("reused") for a in again),
+                     "verdicts_same": [[c.passed for c in a.checks] for a in res]
+                                      == [[c.passed for c in a.checks] for a in again],
+                     "read_runs_s": round(rr_s, 2), "read_runs_jobs": jobs, "read_runs_groups": len(per_run)}
+            print(f"batch: {args.batch} small runs in one session: {b_s:.2f} s ({b_s / args.batch:.2f} s per run); "
+                  f"again with the Parquet reused ({batch['reanalysis_reused_parquet']}): {r_s:.2f} s "
+                  f"({r_s / args.batch:.2f} s per run); read_runs over all: {rr_s:.2f} s in {jobs} Spark job(s)")
     spark.stop()
     slope = _slope([(r["events"], r["analyze_s"]) for r in rows])
     if slope:
@@ -140,7 +162,8 @@ def _run(root: Path, name: str, **kw) -> Synthetic:
     meta = root / name / "synthetic.json"
     if meta.exists():
         d = json.loads(meta.read_text())
-        return Synthetic(Path(d["path"]), d["publications"], d["deliveries"], d["lost_in_fault"], d["events"])
+        return Synthetic(root / name / "synthetic-run", d["publications"], d["deliveries"], d["lost_in_fault"],
+                         d["events"])
     if (root / name).exists():
         import shutil
 
