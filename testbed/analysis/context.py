@@ -54,16 +54,6 @@ class AnalysisContext:
             self.events[ev] = empty_events(self.spark, ev)
         return self.events[ev]
 
-    def cached(self, ev: str) -> DataFrame:
-        """:meth:`df` persisted for this analysis (memory, spilling to disk): for an event type that
-        several checks and metrics scan; unpersisted by :meth:`release`."""
-        key = f"cached:{ev}"
-        if key not in self.results:
-            from pyspark import StorageLevel
-
-            self.results[key] = self.df(ev).persist(StorageLevel.MEMORY_AND_DISK)
-        return self.results[key]
-
     def has(self, ev: str) -> bool:
         return ev in self.events
 

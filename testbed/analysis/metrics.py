@@ -103,14 +103,14 @@ def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
     m: dict[str, Any] = {"events": {}, "latency": [], "cdf": [], "rate": {}, "faults": []}
     deliver_s: dict[int, int] = {}
     if ctx.has("deliver"):
-        lat = latencies(ctx.cached("deliver"), ctx.df("publish")).cache()
+        lat = latencies(ctx.df("deliver"), ctx.df("publish")).cache()
         m["latency"] = [{k: _num(v) for k, v in r.asDict().items()} for r in latency_summary(lat).collect()]
         m["cdf"] = [
             {"pub_site": r["pub_site"], "sub_site": r["sub_site"], "quantiles": [_num(x) for x in r["quantiles"]]}
             for r in latency_quantiles(lat).collect()
         ]
         lat.unpersist()
-        deliver_s = _series(per_second(ctx.cached("deliver")))
+        deliver_s = _series(per_second(ctx.df("deliver")))
     publish_s = _series(per_second(ctx.df("publish"))) if ctx.has("publish") else {}
     drop_s = _series(per_second(ctx.df("drop"), "count")) if ctx.has("drop") else {}
     end = max([int(math.ceil(ctx.end_s))] + list(deliver_s) + list(publish_s) + [0])

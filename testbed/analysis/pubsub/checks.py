@@ -169,7 +169,7 @@ def _pairs(ctx: AnalysisContext) -> DataFrame:
     if key not in ctx.results:
         from pyspark import StorageLevel
 
-        ctx.results[key] = delivery_pairs(ctx.cached("deliver")).persist(StorageLevel.MEMORY_AND_DISK)
+        ctx.results[key] = delivery_pairs(ctx.df("deliver")).persist(StorageLevel.MEMORY_AND_DISK)
     return ctx.results[key]
 
 
@@ -204,7 +204,7 @@ def check_filter_match(ctx: AnalysisContext) -> CheckResult:
 
 
 def check_fifo(ctx: AnalysisContext) -> CheckResult:
-    v = fifo_inversions(ctx.cached("deliver"))
+    v = fifo_inversions(ctx.df("deliver"))
     return summarize("fifo", "per-publisher FIFO order at every subscriber", v,
                      order=["deliver_s", "client", "publisher"])
 
