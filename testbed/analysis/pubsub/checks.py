@@ -164,12 +164,11 @@ def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
 
 # -- checks ---------------------------------------------------------------------------
 def _pairs(ctx: AnalysisContext) -> DataFrame:
-    """:func:`delivery_pairs` of the run, computed once per analysis (persisted; released with ``ctx``)."""
+    """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
+    1.17M events, persisting it cost as much CPU as the scans it saved (docs/benchmarks.md)."""
     key = "pubsub.pairs"
     if key not in ctx.results:
-        from pyspark import StorageLevel
-
-        ctx.results[key] = delivery_pairs(ctx.df("deliver")).persist(StorageLevel.MEMORY_AND_DISK)
+        ctx.results[key] = delivery_pairs(ctx.df("deliver"))
     return ctx.results[key]
 
 
