@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from testbed.analysis.job import analyze  # noqa: E402
 from testbed.analysis.session import spark_session  # noqa: E402
-from testbed.testing.synthetic import make_run_dir  # noqa: E402
+from testbed.testing.synthetic import Synthetic, make_run_dir  # noqa: E402
 
 
 def main() -> None:
@@ -37,7 +37,10 @@ def main() -> None:
     ap.add_argument("--rates", type=float, nargs="+", default=[5.0, 50.0, 200.0], help="msgs/s per publisher")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--subscribers", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session")
+    ap.add_argument("--batch", type=int, default=0, help="also analyse N small runs (rate 5, 20 s) in the session, "
+                                                        "again (Parquet reused), and read them all with read_runs")
+    ap.add_argument("--keep", metavar="DIR", help="keep the generated runs in DIR and reuse them on the next call "
+                                                  "(same rate, duration, subscribers): no regeneration")
     ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
                                                      "what `testbed analyze` uses for logs over 256 MB)")
     args = ap.parse_args()
@@ -51,36 +54,49 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i, rate in enumerate(args.rates):
             t = time.monotonic()
-            syn = make_run_dir(Path(tmp) / str(i), duration_s=args.duration, publishers=2,
-                               subscribers=args.subscribers, rate_per_s=rate)
+            syn = _run(Path(args.keep) if args.keep else Path(tmp), f"r{rate:g}-d{args.duration:g}-s{args.subscribers}",
+                       duration_s=args.duration, subscribers=args.subscribers, rate_per_s=rate)
             gen_s = time.monotonic() - t
             phases: dict[str, float] = {}
+            cpu: dict[str, float] = {}
+            last_cpu = [_jvm_cpu_s(spark)]
 
             def progress(line: str) -> None:
                 m = re.match(r"(\w+)(?: (\w+))?:.*?([\d.]+) s(?: total)?\)", line)
                 if m:
                     name = m.group(2) or m.group(1)
                     phases["total" if name == "report" else name] = float(m.group(3))
+                    now = _jvm_cpu_s(spark)
+                    if name != "report" and now is not None:
+                        cpu[name] = round(now - last_cpu[0], 1)
+                        last_cpu[0] = now
 
             t = time.monotonic()
-            res = analyze(syn.path, spark=spark, progress=progress)
+            cpu0 = _jvm_cpu_s(spark)
+            res = analyze(syn.path, spark=spark, progress=progress, reuse=False)  # parse (a kept run has Parquet)
             total = time.monotonic() - t
+            jvm_cpu = None if cpu0 is None else round(_jvm_cpu_s(spark) - cpu0, 1)
             row = {"rate_per_publisher": rate, "events": syn.events, "deliveries": syn.deliveries,
                    "input_mb": round(res.ingest.get("input_bytes", 0) / 1e6, 1),
                    "generate_s": round(gen_s, 2), "analyze_s": round(total, 2),
                    "events_per_s": round(syn.events / total), "phases_s": phases,
+                   "jvm_cpu_s": jvm_cpu, "phases_jvm_cpu_s": dict(cpu),
                    "checks_passed": sum(c.passed for c in res.checks), "checks": len(res.checks),
                    "verdicts": {c.name: [c.passed, c.violations, c.attributed] for c in res.checks}}
             if i == 0:  # re-analysis of an unchanged run: the stored Parquet is reused
                 phases = {}
+                cpu.clear()
+                last_cpu[0] = _jvm_cpu_s(spark)
                 t = time.monotonic()
                 again = analyze(syn.path, spark=spark, progress=progress)
                 row["reanalyze_s"] = round(time.monotonic() - t, 2)
                 row["reanalyze_phases_s"] = phases
+                row["reanalyze_phases_jvm_cpu_s"] = dict(cpu)
                 row["reanalyze_reused_parquet"] = bool(again.ingest.get("reused"))
             rows.append(row)
             print(f"{syn.events:>8} events ({syn.deliveries} deliveries): analyze {total:6.2f} s "
-                  f"({row['events_per_s']} events/s)  phases {row['phases_s']}"
+                  f"({row['events_per_s']} events/s)  phases {row['phases_s']}  JVM CPU {jvm_cpu} s "
+                  f"{row['phases_jvm_cpu_s']}"
                   + (f"  re-analysis {row['reanalyze_s']} s (reused Parquet: {row['reanalyze_reused_parquet']})"
                      if "reanalyze_s" in row else ""))
         batch = None
@@ -90,10 +106,31 @@ def main() -> None:
             dirs = [str(make_run_dir(Path(tmp) / f"batch{j}", run_id=f"batch-{j}", duration_s=20.0, publishers=2,
                                      subscribers=2, rate_per_s=5.0).path) for j in range(args.batch)]
             t = time.monotonic()
-            analyze_runs(dirs)  # reuses the benchmark's active session
+            res = analyze_runs(dirs)  # reuses the benchmark's active session
             b_s = time.monotonic() - t
-            batch = {"runs": args.batch, "total_s": round(b_s, 2), "per_run_s": round(b_s / args.batch, 2)}
-            print(f"batch: {args.batch} small runs in one session: {b_s:.2f} s ({b_s / args.batch:.2f} s per run)")
+            t = time.monotonic()
+            again = analyze_runs(dirs)  # unchanged runs: their Parquet is reused
+            r_s = time.monotonic() - t
+            # a figure's multi-run read: one Spark job over every run's Parquet
+            from testbed.analysis.batch import read_runs
+
+            sc = spark.sparkContext
+            sc.setJobGroup("bench-read-runs", "read_runs over the batch")
+            t = time.monotonic()
+            per_run = read_runs(spark, dirs, "deliver").groupBy("run_id").count().collect()
+            rr_s = time.monotonic() - t
+            jobs = len(sc.statusTracker().getJobIdsForGroup("bench-read-runs"))
+            sc.setJobGroup("", "")
+            batch = {"runs": args.batch, "events_per_run": res[0].ingest["lines"], "total_s": round(b_s, 2),
+                     "per_run_s": round(b_s / args.batch, 2),
+                     "reanalysis_per_run_s": round(r_s / args.batch, 2),
+                     "reanalysis_reused_parquet": all(a.ingest.get("reused") for a in again),
+                     "verdicts_same": [[c.passed for c in a.checks] for a in res]
+                                      == [[c.passed for c in a.checks] for a in again],
+                     "read_runs_s": round(rr_s, 2), "read_runs_jobs": jobs, "read_runs_groups": len(per_run)}
+            print(f"batch: {args.batch} small runs in one session: {b_s:.2f} s ({b_s / args.batch:.2f} s per run); "
+                  f"again with the Parquet reused ({batch['reanalysis_reused_parquet']}): {r_s:.2f} s "
+                  f"({r_s / args.batch:.2f} s per run); read_runs over all: {rr_s:.2f} s in {jobs} Spark job(s)")
     spark.stop()
     slope = _slope([(r["events"], r["analyze_s"]) for r in rows])
     if slope:
@@ -108,6 +145,38 @@ def main() -> None:
                                "load_average": [round(x, 2) for x in load], "cores": os.cpu_count()},
                               indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def _jvm_cpu_s(spark) -> float | None:
+    """CPU seconds (user + system) the Spark JVM has used so far (Linux /proc; None elsewhere).
+
+    Load-independent where wall time is not: on a shared machine a phase's wall time grows with
+    the other jobs, its CPU time much less."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (AttributeError, OSError, IndexError, ValueError):
+        return None
+
+
+def _run(root: Path, name: str, **kw) -> Synthetic:
+    """A synthetic run under ``root/name`` (generated, or reused from an earlier --keep)."""
+    root = root.resolve()
+    meta = root / name / "synthetic.json"
+    if meta.exists():
+        d = json.loads(meta.read_text())
+        return Synthetic(root / name / "synthetic-run", d["publications"], d["deliveries"], d["lost_in_fault"],
+                         d["events"])
+    if (root / name).exists():
+        import shutil
+
+        shutil.rmtree(root / name)
+    syn = make_run_dir(root / name, publishers=2, stream=True, **kw)
+    meta.write_text(json.dumps({"path": str(syn.path.resolve()), "publications": syn.publications,
+                                "deliveries": syn.deliveries, "lost_in_fault": syn.lost_in_fault,
+                                "events": syn.events}))
+    return syn
 
 
 def _slope(points: list[tuple[int, float]]) -> dict | None:

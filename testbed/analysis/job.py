@@ -105,6 +105,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         progress(f"analysis: starting Spark ({resolve_master(spark_master)})")
         own = SparkSession.getActiveSession() is None
         spark = spark_session(spark_master, app=f"testbed-analyze-{path.name}")
+    ctx = None
     try:
         from testbed.analysis.session import tune_for_input
 
@@ -165,11 +166,12 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         html = out / "report.html"
         html.write_text(render_report_html(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
                                            checks=checks_d, metrics=metrics, figures=figs))
-        ctx.release()
         res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start, html)
         progress(f"report: {report} and {html.name} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
                  f"{res.seconds:.1f} s total)")
         return res
     finally:
+        if ctx is not None:
+            ctx.release()  # what the checks and metrics persisted (a batch session goes on)
         if own:
             spark.stop()

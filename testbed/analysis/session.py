@@ -145,6 +145,14 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
 
     A value given explicitly (``--spark-conf spark.sql.shuffle.partitions=N``) is kept.
     """
+    small = input_bytes < SMALL_INPUT_BYTES
+    # a small run (most runs of a reproduce grid): no adaptive re-planning and no whole-stage code
+    # generation, which cost more than the data (SMALL_DATA_CONF); a large one gets both back.
+    # Speed only, never results; a value given with --spark-conf is kept.
+    for k, v in (("spark.sql.adaptive.enabled", "false" if small else "true"),
+                 ("spark.sql.codegen.wholeStage", "false" if small else "true")):
+        if k not in _CONFIGURED["conf"]:
+            spark.conf.set(k, v)
     if "spark.sql.shuffle.partitions" in _CONFIGURED["conf"]:
         return int(_CONFIGURED["conf"]["spark.sql.shuffle.partitions"])
     n = shuffle_partitions_for(input_bytes, spark.sparkContext.defaultParallelism)

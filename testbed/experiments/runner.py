@@ -96,6 +96,14 @@ class Context:
             self._spark = spark_session(self.spark_master, app=f"testbed-reproduce-{self.paper.name}")
         return self._spark
 
+    def read_runs(self, grid: str, ev: str):
+        """Event type ``ev`` of every run of ``grid`` as one DataFrame (``run_id`` = the run
+        directory's name): one Spark job over the runs' stored Parquet, not one per run
+        (:func:`testbed.analysis.batch.read_runs`; runs not ingested yet are ingested first)."""
+        from testbed.analysis.batch import read_runs
+
+        return read_runs(self.spark, list(self.run_dirs(grid).values()), ev)
+
     def figure_path(self, n: int) -> Path:
         self.figures[n] = f"figures/fig{n}.png"
         return self.fig_dir / f"fig{n}.png"
@@ -232,9 +240,15 @@ def durations(work: list, todo: list[int]) -> list[Cost]:
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
               provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
-              spark_master: str | None = None, tally: Tally | None = None
+              spark_master: str | None = None, tally: Tally | None = None,
+              session: dict[str, Any] | None = None
               ) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
-    """Run what is missing; every entry the figures need, by grid; plus run statistics."""
+    """Run what is missing; every entry the figures need, by grid; plus run statistics.
+
+    Every run a grid analyses is analysed in one Spark session, started at the first such run.
+    ``session``: a dict the session is left in (``session["spark"]``, not stopped) for the paper's
+    analysis to go on with; without it the session is stopped here.
+    """
     from testbed import api
     from testbed.runs.rundir import runs_root
 
@@ -247,7 +261,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
     root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
     root.mkdir(parents=True, exist_ok=True)
     measured = tally.measured
-    spark = None
+    spark = (session or {}).get("spark")
     by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
     try:
         with _sigterm_interrupts():
@@ -277,6 +291,8 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                             from testbed.analysis.session import spark_session
 
                             spark = spark_session(spark_master)
+                            if session is not None:
+                                session["spark"] = spark
                         api.analyze_run(str(rd.path), spark_master=spark_master, spark=spark)
                     entry["run"] = str(rd.path)
                 dt = time.monotonic() - t
@@ -288,7 +304,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 stats["run_s"] += dt
                 index.put(w.key, entry)
     finally:
-        if spark is not None:
+        if spark is not None and session is None:
             spark.stop()
     for i, (w, point, r) in enumerate(work):
         e = index.get(w.key) or {}
@@ -315,11 +331,17 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     out = Path(out_dir) / paper.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
-                               progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
-                               tally=tally)
+    session: dict[str, Any] = {}  # one Spark session for the runs' analyses and the paper's
+    try:
+        entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
+                                   progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
+                                   tally=tally, session=session)
+    except BaseException:
+        if session.get("spark") is not None:
+            session["spark"].stop()
+        raise
     t1 = time.monotonic()
-    ctx = Context(paper, scale, figs, out, entries, progress, spark_master)
+    ctx = Context(paper, scale, figs, out, entries, progress, spark_master, _spark=session.get("spark"))
     try:
         paper.analyze(ctx)
     finally:

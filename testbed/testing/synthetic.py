@@ -63,7 +63,15 @@ def make_plan(duration_s: float, publishers: int, subscribers: int, stall: tuple
 def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float = 20.0, publishers: int = 2,
                  subscribers: int = 2, rate_per_s: float = 5.0, stall: tuple[float, float] | None = (8.0, 10.0),
                  rome_offset_ms: float = 50.0, actual_delay_ms: float = 12.0, duplicate: bool = False,
-                 lost: bool = False, torn: bool = True, unknown_event: bool = True) -> Synthetic:
+                 lost: bool = False, torn: bool = True, unknown_event: bool = True,
+                 stream: bool = False) -> Synthetic:
+    """Write the run directory; returns what was written.
+
+    ``stream``: write each node's lines as they are generated (buffered files, constant memory:
+    for runs of millions of events) instead of collecting and time-sorting them per node first.
+    The lines are the same; only their order within a file differs (deliveries of different
+    publishers interleave as generated). The analysis orders by ``t``/``m``, never by line order.
+    """
     path = Path(root) / run_id
     (path / "logs").mkdir(parents=True)
     plan = make_plan(duration_s, publishers, subscribers, stall)
@@ -72,10 +80,17 @@ def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float
     host_of = {n.name: n.host for n in plan.nodes.values()}
     site_of = {n.name: n.site for n in plan.nodes.values()}
     logs: dict[str, list[tuple[int, dict[str, Any]]]] = {n: [] for n in plan.nodes}
+    files = {n: open(path / "logs" / f"{n}.jsonl", "w", buffering=1 << 20) for n in plan.nodes} if stream else {}
+    written = {n: 0 for n in plan.nodes}
 
     def log(node: str, t_true_s: float, ev: str, **f: Any) -> None:
         t = T0 + int(round(t_true_s * 1e9)) + off_ns[host_of[node]]  # the host's (skewed) wall clock
-        logs[node].append((t, {"t": t, "m": int(t_true_s * 1e9) + 10**12, "node": node, "ev": ev, **f}))
+        row = {"t": t, "m": int(t_true_s * 1e9) + 10**12, "node": node, "ev": ev, **f}
+        if stream:
+            files[node].write(json.dumps(row) + "\n")
+            written[node] += 1
+        else:
+            logs[node].append((t, row))
 
     for n in plan.nodes:
         log(n, -2.0, "node_start", pid=1000, restarted=False, role=plan.nodes[n].role,
@@ -127,11 +142,18 @@ def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float
         log("b1", 1.0, "mystery_event", x=1)
     log("b1", duration_s + 1, "link_set", peer="b2", spec={"delay_ms": 1.0, "loss": 0.0})
     n_events = 0
+    torn_line = '{"t": 1, "m": 2, "node": "b2", "ev": "broker_tab'  # killed mid-write
     for node, rows in logs.items():
+        if stream:
+            if torn and node == "b2":
+                files[node].write(torn_line)
+            files[node].close()
+            n_events += written[node]
+            continue
         rows.sort(key=lambda r: r[0])
         text = "".join(json.dumps(r) + "\n" for _, r in rows)
         if torn and node == "b2":
-            text += '{"t": 1, "m": 2, "node": "b2", "ev": "broker_tab'  # killed mid-write
+            text += torn_line
         (path / "logs" / f"{node}.jsonl").write_text(text)
         n_events += len(rows)
     timeline = []

@@ -22,15 +22,25 @@ from testbed.analysis.filters import match_pairs
 
 
 # -- transforms ------------------------------------------------------------------------
-def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
-    """deliver -> [client, pub_id, deliveries, first_s, last_s] for each publication received twice or more."""
+def delivery_pairs(deliver: DataFrame) -> DataFrame:
+    """deliver -> [client, pub_id, deliveries, first_s, last_s]: one row per (client, publication)
+    received. no_duplicates, filter_match and completeness all read this one aggregation."""
     return (
         deliver.select("client", "pub_id", "t_rel_s")
         .groupBy("client", "pub_id")
         .agg(F.count("*").alias("deliveries"), F.min("t_rel_s").alias("first_s"), F.max("t_rel_s").alias("last_s"))
-        .where(F.col("deliveries") > 1)
         .select("client", "pub_id", "deliveries", "first_s", "last_s")
     )
+
+
+def duplicates_of(pairs: DataFrame) -> DataFrame:
+    """:func:`delivery_pairs` -> the pairs delivered twice or more."""
+    return pairs.where(F.col("deliveries") > 1).select("client", "pub_id", "deliveries", "first_s", "last_s")
+
+
+def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
+    """deliver -> [client, pub_id, deliveries, first_s, last_s] for each publication received twice or more."""
+    return duplicates_of(delivery_pairs(deliver))
 
 
 def subscriptions(subscribe: DataFrame, unsubscribe: DataFrame) -> DataFrame:
@@ -68,10 +78,14 @@ def publications(publish: DataFrame) -> DataFrame:
 def non_matching_deliveries(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
     """-> [client, pub_id, deliver_s, filters]: deliveries of a known publication that match no subscription
     the client issued before receiving it (``filters`` lists the client's filters, empty if it had none)."""
+    return non_matching_pairs(delivery_pairs(deliver), subs, pubs, matches)
+
+
+def non_matching_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+    """:func:`non_matching_deliveries` from :func:`delivery_pairs` (``first_s`` is the delivery time)."""
     # one row per delivery carrying the publication's matching filters (a per-pub array) and the
     # client's subscriptions (a small per-client array, broadcast): no per-(delivery, sub) rows
-    d = deliver.select("client", "pub_id", "t_rel_s").groupBy("client", "pub_id").agg(
-        F.min("t_rel_s").alias("deliver_s"))
+    d = pairs.select("client", "pub_id", F.col("first_s").alias("deliver_s"))
     mf = matches.select("filter", "pub_id").groupBy("pub_id").agg(F.collect_set("filter").alias("mf"))
     known = pubs.select("pub_id").join(mf, on="pub_id", how="left")
     s = subs.select("client", F.struct("sub_s", "filter").alias("s")).groupBy("client").agg(
@@ -149,8 +163,17 @@ def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
 
 
 # -- checks ---------------------------------------------------------------------------
+def _pairs(ctx: AnalysisContext) -> DataFrame:
+    """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
+    1.17M events, persisting it cost as much CPU as the scans it saved (docs/benchmarks.md)."""
+    key = "pubsub.pairs"
+    if key not in ctx.results:
+        ctx.results[key] = delivery_pairs(ctx.df("deliver"))
+    return ctx.results[key]
+
+
 def check_no_duplicates(ctx: AnalysisContext) -> CheckResult:
-    v = duplicate_deliveries(ctx.df("deliver"))
+    v = duplicates_of(_pairs(ctx))
     return summarize("no_duplicates", "no client receives the same publication twice", v,
                      order=["first_s", "client", "pub_id"])
 
@@ -168,10 +191,9 @@ def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, di
 
 def check_filter_match(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
-    v = non_matching_deliveries(ctx.df("deliver"), subs, pubs, matches)
-    unknown = (
-        ctx.df("deliver").select("pub_id").distinct().join(pubs.select("pub_id"), on="pub_id", how="left_anti").count()
-    )
+    pairs = _pairs(ctx)
+    v = non_matching_pairs(pairs, subs, pubs, matches)
+    unknown = pairs.select("pub_id").distinct().join(pubs.select("pub_id"), on="pub_id", how="left_anti").count()
     details = {"unverifiable_deliveries": unknown, "unparsable_filters": errors}
     r = summarize("filter_match", "every delivery matches a filter the client subscribed with before it", v,
                   order=["deliver_s", "client", "pub_id"], details=details)
@@ -190,15 +212,14 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
     expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
                                    margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
-    missing = attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()).cache()
+    missing = attribute_to_faults(missing_deliveries(expected, _pairs(ctx)), ctx.windows_df()).cache()
     n_expected = expected.count()
-    by_fault = {
-        int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
-        for r in missing.where(F.col("fault").isNotNull()).groupBy("fault", "fault_source").count().collect()
-    }
+    tally = missing.groupBy("fault", "fault_source").count().collect()  # one job: by fault, and unattributed
+    by_fault = {int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
+                for r in tally if r["fault"] is not None}
     attributed = sum(v["count"] for v in by_fault.values())
     unattributed = missing.where(F.col("fault").isNull()).select("client", "pub_id", "publisher", "pub_s")
-    n_un = unattributed.count()
+    n_un = sum(r["count"] for r in tally if r["fault"] is None)
     details = {
         "expected": n_expected,
         "delivered": n_expected - n_un - attributed,
@@ -216,6 +237,7 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
     if errors:
         r.passed = False
     expected.unpersist()
+    missing.unpersist()
     return r
 
 

@@ -62,3 +62,4 @@ def test_java_error_takes_the_exception_message():
                   "\tat org.apache.spark.SparkContext.<init>(SparkContext.scala:1)")
     assert S.java_error(e) == "[X] Insufficient executor memory"
     assert S.java_error(Exception("plain")) == "plain"
+
