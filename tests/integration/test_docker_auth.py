@@ -7,7 +7,6 @@ Never calls wipe (run it alone: ``pytest tests/integration/test_docker_auth.py``
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -15,24 +14,11 @@ import pytest
 
 from auth_helpers import fuzz, fuzz_frames
 from testbed import api
-from testbed.errors import ProviderError
 from testbed.testing.harness import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SMOKE = Path(__file__).resolve().parents[2] / "topologies" / "smoke.yaml"
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from testbed.providers.engine import connect
-
-    try:
-        return connect()
-    except ProviderError as e:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI needs a Docker engine: {e}")
-        pytest.skip(f"no Docker engine: {e}")
 
 
 def test_fuzz_containers_then_checks_pass(engine, tmp_path):

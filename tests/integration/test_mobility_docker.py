@@ -10,36 +10,16 @@ touched.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from testbed import api
-from testbed.errors import ProviderError
+from testbed.testing.dockerlab import labeled
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from testbed.providers.engine import connect
-
-    try:
-        return connect()
-    except ProviderError as e:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI needs a Docker engine: {e}")
-        pytest.skip(f"no Docker engine: {e}")
-
-
-def _labeled(engine, run_id: str) -> list[str]:
-    f = {"label": f"testbed.run={run_id}"}
-    return ([c.name for c in engine.containers.list(all=True, filters=f)]
-            + [n.name for n in engine.networks.list(filters=f)]
-            + [v.name for v in engine.volumes.list(filters=f)])
 
 
 def test_fig11_point_in_containers(engine, tmp_path):
@@ -66,4 +46,4 @@ def test_fig11_point_in_containers(engine, tmp_path):
         assert s["commits"] >= 2 and s["outcomes"] == {"commit": s["commits"]}, s
         assert s["msgs_per_move"] == 24.0  # (1), (2), (4), (5) over each of the 6 links
     finally:
-        assert _labeled(engine, rd.run_id) == []
+        assert labeled(engine, rd.run_id) == []

@@ -8,33 +8,13 @@ Marker ``docker``: locally a missing engine skips with the reason; in CI (CI=tru
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from testbed.errors import ProviderError
+from testbed.testing.dockerlab import labeled
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from testbed.providers.engine import connect
-
-    try:
-        return connect()
-    except ProviderError as e:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI needs a Docker engine: {e}")
-        pytest.skip(f"no Docker engine: {e}")
-
-
-def _labeled(engine, run_id: str) -> list[str]:
-    f = {"label": f"testbed.run={run_id}"}
-    return ([c.name for c in engine.containers.list(all=True, filters=f)]
-            + [n.name for n in engine.networks.list(filters=f)]
-            + [v.name for v in engine.volumes.list(filters=f)])
 
 
 def test_fig5_stx_point_in_containers(engine, tmp_path, monkeypatch):
@@ -52,7 +32,7 @@ def test_fig5_stx_point_in_containers(engine, tmp_path, monkeypatch):
         assert m["provider"] == "docker" and m["status"] in ("collected", "analyzed")
         ends = [json.loads(x) for x in (run / "logs" / "e.jsonl").read_text().splitlines() if '"tx_end"' in x]
         assert ends and {e["outcome"] for e in ends} == {"committed"}
-        assert _labeled(engine, m["run_id"]) == []  # torn down: no container, network or volume left
+        assert labeled(engine, m["run_id"]) == []  # torn down: no container, network or volume left
     by = {c["sentence"]: c for c in json.loads((out / "claims.json").read_text())}
     assert by["P1-P5 hold for the three transactional approaches"]["verdict"] == "pass"
     assert by["S-TX throughput about 20 tx/s"]["measured"]["n"] == 3
