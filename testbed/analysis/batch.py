@@ -85,3 +85,23 @@ def _lit_map(d: dict[str, int]):
     for k, v in sorted(d.items()):
         parts += [F.lit(k), F.lit(v).cast(T.LongType())]
     return F.create_map(*parts)
+
+
+def read_events(spark, run_dirs: dict[str, str], ev: str):
+    """Every ``ev`` line of the given runs' logs (one scan of their JSON lines, no ingest), typed by the
+    event registry, plus ``run`` (the key of ``run_dirs``): for readers of many runs that need one
+    event type and not the whole ingest."""
+    from testbed.analysis.ingest import event_schema
+    from testbed.nodes.runtime.events import all_events
+
+    et = all_events()[ev]
+    files = [str(p) for d in run_dirs.values() for p in sorted((Path(d) / "logs").glob("*.jsonl"))]
+    by_dir = {str(Path(d).resolve()): k for k, d in run_dirs.items()}
+    mapping = F.create_map(*[x for d, k in by_dir.items() for x in (F.lit(d), F.lit(k))])
+    lines = spark.read.text(files).select(F.col("_metadata.file_path").alias("file"), "value")
+    parsed = (lines.where(F.col("value").contains(f'"ev":"{ev}"'))
+              .select("file", F.from_json("value", event_schema(et)).alias("e"))
+              .select("file", "e.*")
+              .where(F.col("ev") == ev))
+    run_dir = F.regexp_replace(F.regexp_extract("file", r"^(?:file:)?(.*)/logs/[^/]*$", 1), "%20", " ")
+    return parsed.withColumn("run", mapping[run_dir]).drop("file")

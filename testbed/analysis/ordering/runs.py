@@ -11,23 +11,10 @@ from pathlib import Path
 from typing import Any
 
 def read_events(spark, run_dirs: dict[str, str], ev: str):
-    """Every ``ev`` line of the given runs' logs, typed by the event registry, plus ``run``."""
-    from pyspark.sql import functions as F
+    """Every ``ev`` line of the given runs' logs, typed, plus ``run`` (``analysis.batch.read_events``)."""
+    from testbed.analysis.batch import read_events as read
 
-    from testbed.analysis.ingest import event_schema
-    from testbed.nodes.runtime.events import all_events
-
-    et = all_events()[ev]
-    files = [str(p) for d in run_dirs.values() for p in sorted((Path(d) / "logs").glob("*.jsonl"))]
-    by_dir = {str(Path(d).resolve()): k for k, d in run_dirs.items()}
-    mapping = F.create_map(*[x for d, k in by_dir.items() for x in (F.lit(d), F.lit(k))])
-    lines = spark.read.text(files).select(F.col("_metadata.file_path").alias("file"), "value")
-    parsed = (lines.where(F.col("value").contains(f'"ev":"{ev}"'))
-              .select("file", F.from_json("value", event_schema(et)).alias("e"))
-              .select("file", "e.*")
-              .where(F.col("ev") == ev))
-    run_dir = F.regexp_replace(F.regexp_extract("file", r"^(?:file:)?(.*)/logs/[^/]*$", 1), "%20", " ")
-    return parsed.withColumn("run", mapping[run_dir]).drop("file")
+    return read(spark, run_dirs, ev)
 
 
 def spark_metrics(spark, run_dirs: dict[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
