@@ -237,6 +237,28 @@ def durations(work: list, todo: list[int]) -> list[Cost]:
             for j in todo]
 
 
+#: How often a run that raised (failed to come up, to start its workload, to collect) is tried
+#: again before the reproduction stops. Such an error is the testbed's, not the protocol's (a
+#: protocol's misbehaviour shows in the checks of a finished run): on a loaded machine a node busy
+#: with start-up can miss a control timeout. Every failed attempt is kept in the index entry
+#: (``failed_attempts``: the error), so a retried point is visible in the data.
+RUN_ATTEMPTS = 2
+
+
+def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[str, Any]):
+    from testbed.errors import TestbedError
+
+    for attempt in range(1, RUN_ATTEMPTS + 1):
+        try:
+            return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
+        except TestbedError as e:
+            if attempt == RUN_ATTEMPTS:
+                raise
+            entry.setdefault("failed_attempts", []).append({"error": f"{type(e).__name__}: {e}"})
+            progress(f"  the run failed ({type(e).__name__}: {e}); trying it again ({attempt + 1}/{RUN_ATTEMPTS})")
+    raise AssertionError("unreachable")
+
+
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
               provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
@@ -285,7 +307,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 if w.grid.compute is not None:
                     entry["row"] = w.grid.compute(w.plan)
                 else:
-                    rd = api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
+                    rd = _run_once_more_on_error(api, w, root, progress, entry)
                     if w.grid.analyze:
                         if spark is None:
                             from testbed.analysis.session import spark_session

@@ -62,3 +62,26 @@ def test_a_failing_paper_does_not_cost_the_others(tmp_path, monkeypatch):
     assert "paper a" in text and "paper b" not in text
     with pytest.raises(ValueError):  # one paper alone: its own error
         E.reproduce("b", out_dir=tmp_path)
+
+
+def _one_run_paper(analyze=lambda ctx: None):
+    return Paper(name="r", title="paper r", topology_dir=TINY, analyze=analyze,
+                 figures=(Figure(1, "f", ("g",), "stated"),),
+                 grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}]}, repeats={"quick": 1}),))
+
+
+def test_a_run_that_keeps_failing_stops_the_reproduction(tmp_path, monkeypatch):
+    from testbed import api
+    from testbed.experiments.runner import RUN_ATTEMPTS
+
+    calls = []
+
+    def broken(*a, **k):
+        calls.append(1)
+        raise RunError("b1 did not come up")
+
+    monkeypatch.setattr(api, "run_one", broken)
+    monkeypatch.setattr(E, "papers", lambda: {"r": _one_run_paper()})
+    with pytest.raises(RunError, match="did not come up"):
+        E.reproduce("r", out_dir=tmp_path / "out", runs_dir=str(tmp_path / "runs"))
+    assert len(calls) == RUN_ATTEMPTS
