@@ -65,9 +65,9 @@ TOL = {
 }
 HARDWARE = ("an absolute latency set by the paper's hardware (a broker per machine, Java PADRES); here Python "
             "brokers on a 2-core machine shared with other jobs: reported, not judged")
-SEEDS_NOTE = ("seeds (repeats) vary the publishers' draws and every node's random stream; the clients' "
-              "templates and first-move offsets come from the mobile group's `seed` and are the same in "
-              "every repeat")
+SEEDS_NOTE = ("seeds (repeats) vary the publishers' draws, every node's random stream and the mobile "
+              "clients' templates, start brokers and first-move offsets (drawn from the group's `seed` and "
+              "the repeat index)")
 
 
 # ------------------------------------------------------------------------------ rows

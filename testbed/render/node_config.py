@@ -62,6 +62,7 @@ def render_node_config(
         "params": plan.params,
         "placement": plan.placement,
         "seed": plan.node_seed(node),
+        "repeat_index": plan.repeat_index,
         "duration_s": plan.duration_s,
         "log_path": log_path,
         "state_dir": state_dir,

@@ -91,7 +91,7 @@ def clients_of(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
                and (v or {}).get("role", "broker") == "broker"]
     out = {}
     for g, spec in ((plan.get("params") or {}).get("mobile") or {}).items():
-        for c in assign(dict(spec, name=g), sorted(brokers, key=_broker_key)):
+        for c in assign(dict(spec, name=g), sorted(brokers, key=_broker_key), int(plan.get("repeat_index") or 0)):
             out[c["client"]] = dict(c, group=g)
     return out
 

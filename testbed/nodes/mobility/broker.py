@@ -145,7 +145,7 @@ class MobilityBroker(Broker):
         self.incarnation = next_incarnation(self.config.get("state_dir"))
         for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
-            for c in assign(spec, broker_order(self.brokers)):
+            for c in assign(spec, broker_order(self.brokers), int(self.config.get("repeat_index") or 0)):
                 if c["start"] != self.name:
                     continue
                 c = dict(c, pause=float(g.get("pause", 10.0)), group=gname)

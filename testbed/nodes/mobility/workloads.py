@@ -77,16 +77,17 @@ def broker_order(names: list[str]) -> list[str]:
     return sorted(names, key=key)
 
 
-def assign(group: dict[str, Any], brokers: list[str]) -> list[dict[str, Any]]:
+def assign(group: dict[str, Any], brokers: list[str], repeat: int = 0) -> list[dict[str, Any]]:
     """Every client of a mobile group: name, workload, template, filter, start broker, route, moves.
 
     ``group`` is the validated group (``params.mobile.<name>`` plus ``name``); ``brokers`` every
-    broker of the topology in file order. Deterministic: seeded by the group's name and ``seed``,
-    so every broker computes the same assignment.
+    broker of the topology in file order. Deterministic: seeded by the group's name, ``seed`` and
+    the run's ``repeat`` (its repeat index: every repeat of a grid point draws its own clients),
+    so every broker, the validation and the analysis of one run compute the same assignment.
     """
     name = group["name"]
     count = int(group["count"])
-    rng = random.Random(f"{name}:{group.get('seed', 0)}")
+    rng = random.Random(f"{name}:{group.get('seed', 0)}" + (f":r{repeat}" if repeat else ""))
     wl = group.get("workload", "random")
     starts = group.get("start") or "random"
     routes = [tuple(r) for r in group.get("routes") or []]

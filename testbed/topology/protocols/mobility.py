@@ -260,7 +260,9 @@ SCHEDULE = {
 
 def mobile_clients(topology) -> dict[str, dict[str, Any]]:
     """client name -> its assignment (``workloads.assign``: start broker, moves, group, ...), for a
-    topology whose params validated ({} otherwise)."""
+    topology whose params validated ({} otherwise). A topology has no repeat: this is the first
+    repeat's assignment, which the schedule's moves are validated against (a later repeat draws
+    its own clients; a scheduled move its placement makes void is skipped at run time, recorded)."""
     p = topology.protocol_params
     if p is None:
         return {}
@@ -339,7 +341,7 @@ def hosted_clients(plan) -> list[HostedClients]:
     brokers = broker_order([n for n, p in plan.nodes.items() if p.kind == "node" and p.role == "broker"])
     out = []
     for g, spec in mobile.items():
-        clients = assign(dict(spec, name=g), brokers)
+        clients = assign(dict(spec, name=g), brokers, plan.repeat_index)
         at: dict[str, int] = {}
         for c in clients:
             at[c["start"]] = at.get(c["start"], 0) + 1

@@ -145,6 +145,40 @@ def test_assignment_is_deterministic_and_follows_start_by():
         assert 0 <= c["offset"] < 10.0
 
 
+def test_every_repeat_draws_its_own_clients_and_every_party_of_a_run_the_same(tmp_path):
+    """A grid point's repeats are independent draws (templates, offsets), and the brokers (node
+    config), the validation hook and the analysis (plan.json) of one run agree on them."""
+    import json
+
+    from testbed.analysis.mobility.measure import clients_of
+    from testbed.render.node_config import render_node_config
+    from testbed.topology.protocols.mobility import hosted_clients
+
+    g = {"name": "m", "count": 20, "workload": "random", "start": ["b1", "b2"], "pause": 10.0}
+    brokers = ["b1", "b2"]
+    r0, r1, r2 = (assign(g, brokers, r) for r in (0, 1, 2))
+    assert r0 == assign(g, brokers)  # repeat 0 is the file's own draw
+    assert r0 != r1 and r1 != r2 and r1 == assign(dict(g), brokers, 1)
+    assert [c["template"] for c in r0] != [c["template"] for c in r1]
+
+    p = tmp_path / "t.yaml"
+    p.write_text(BASE + "  mobile: {m: {count: 12, start: [b1, b3], pause: 2s}}\n")
+    import dataclasses
+
+    [plan] = plans(str(p))
+    for r in (0, 2):
+        pr = dataclasses.replace(plan, repeat_index=r)
+        cfg = render_node_config(pr, "run", "b1", listen=("127.0.0.1", 1), control=("127.0.0.1", 2), peers={},
+                                 emulation="userspace", log_path="b1.jsonl", state_dir="st", secret=b"x" * 32)
+        assert cfg["repeat_index"] == r
+        via_plan_json = clients_of(json.loads(json.dumps(pr.to_dict())))
+        brokers3 = ["b1", "b2", "b3"]
+        spec = dict(pr.params["mobile"]["m"], name="m")
+        assert {c["client"]: c["start"] for c in assign(spec, brokers3, r)} == \
+            {c: v["start"] for c, v in via_plan_json.items()}
+        assert hosted_clients(pr)  # the validate/graph hook draws for the plan's repeat too
+
+
 def test_single_root_gives_template_1_to_client_0_only():
     g = {"name": "m", "count": 30, "workload": "covered", "assign": "single-root", "start": ["b1", "b2"],
          "start_by": "template", "moving": {"templates": [1]}}
