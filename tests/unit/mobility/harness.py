@@ -13,6 +13,22 @@ import zlib
 
 from pubsub.harness import FakeRuntime, Sim as _Sim, _Handle, base_config
 
+#: A 3-broker line with one stationary publisher, up to ``params:`` (the tests add their groups).
+TOPOLOGY_HEAD = """\
+version: 1
+name: t
+protocol: mobility
+duration: 20s
+sites: {lab: {}}
+nodes:
+  b1: {role: broker, site: lab}
+  b2: {role: broker, site: lab, neighbors: [b1]}
+  b3: {role: broker, site: lab, neighbors: [b2]}
+clients:
+  pubs: {role: publisher, count: 1, attach: b2, rate: 10/s, params: {attrs: {w: "choice(cov,tree)", x: "uniform(0,100)"}}}
+params:
+"""
+
 from testbed.nodes.runtime.api import resolve
 
 from testbed.nodes.pubsub.filters import matches, parse

@@ -15,20 +15,10 @@ from testbed.analysis.timeline import fault_windows
 from testbed.errors import ProviderError
 from testbed.topology.loader import load, plans
 
+from .harness import TOPOLOGY_HEAD
+
 ROOT = Path(__file__).resolve().parents[3]
-BASE = """\
-version: 1
-name: t
-protocol: mobility
-duration: 20s
-sites: {lab: {}}
-nodes:
-  b1: {role: broker, site: lab}
-  b2: {role: broker, site: lab, neighbors: [b1]}
-  b3: {role: broker, site: lab, neighbors: [b2]}
-clients:
-  pubs: {role: publisher, count: 1, attach: b2, rate: 10/s, params: {attrs: {w: "choice(cov,tree)", x: "uniform(0,100)"}}}
-params:
+BASE = TOPOLOGY_HEAD + """\
   mobile: {m: {count: 2, start: [b1, b3], moving: 0}, r: {count: 1, start: [b2], routes: [[b2, b3]]}}
 faults:
 """

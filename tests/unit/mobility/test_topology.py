@@ -14,20 +14,7 @@ from testbed.topology.loader import plans
 from testbed.topology.loader import load
 
 ROOT = Path(__file__).resolve().parents[3]
-BASE = """\
-version: 1
-name: t
-protocol: mobility
-duration: 20s
-sites: {lab: {}}
-nodes:
-  b1: {role: broker, site: lab}
-  b2: {role: broker, site: lab, neighbors: [b1]}
-  b3: {role: broker, site: lab, neighbors: [b2]}
-clients:
-  pubs: {role: publisher, count: 1, attach: b2, rate: 10/s, params: {attrs: {w: "choice(cov,tree)", x: "uniform(0,100)"}}}
-params:
-"""
+from .harness import TOPOLOGY_HEAD as BASE
 
 
 def errors(tmp_path: Path, params: str) -> list[str]:
