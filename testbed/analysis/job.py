@@ -12,9 +12,12 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from testbed.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from testbed.analysis.checks import CheckResult
 
 Progress = Callable[[str], None]
 
@@ -70,6 +73,25 @@ def _json(path: Path) -> Any:
         raise AnalysisError(f"{path}: cannot read ({e.strerror})") from None
 
 
+def run_checks(ctx) -> Iterator[tuple[CheckResult, float]]:
+    """Every check of the run's protocol (``checks_for``) and the runtime-wide ones, in order, each
+    with its seconds. A checker that raises fails its own check ("the checker itself failed"), not
+    the analysis."""
+    from testbed.analysis import runtime_checks
+    from testbed.analysis.checks import CheckResult
+    from testbed.protocols import checks_for
+
+    for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
+        t = time.monotonic()
+        try:
+            r = chk(ctx)
+        except Exception as e:  # noqa: BLE001 - a broken checker fails its check, not the analysis
+            r = CheckResult(name=getattr(chk, "__name__", str(chk)).removeprefix("check_"), passed=False,
+                            violations=0, description="the checker itself failed",
+                            details={"error": f"{type(e).__name__}: {e}"})
+        yield r, time.monotonic() - t
+
+
 def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: Progress = print,
             spark=None, settle_s: float | None = None, travel_margin_s: float | None = None,
             fault_margin_s: float | None = None, reuse: bool = True) -> AnalysisResult:
@@ -84,7 +106,6 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
     from testbed.analysis.metrics import compute_metrics
     from testbed.analysis.report import render_report, write_json
     from testbed.analysis.session import spark_session
-    from testbed.protocols import checks_for
 
     t_start = time.monotonic()
     path, plan, manifest = validate_run_dir(run_dir)
@@ -120,22 +141,15 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
                  f"({time.monotonic() - t:.1f} s)")
 
         ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
-        results: list[CheckResult] = []
         from testbed.analysis import runtime_checks
 
-        for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:  # runtime checks: every protocol
-            t = time.monotonic()
-            try:
-                r = chk(ctx)
-            except Exception as e:  # noqa: BLE001 - a broken checker fails its check, not the analysis
-                r = CheckResult(name=getattr(chk, "__name__", str(chk)).removeprefix("check_"), passed=False,
-                                violations=0, description="the checker itself failed",
-                                details={"error": f"{type(e).__name__}: {e}"})
+        results: list[CheckResult] = []
+        for r, dt in run_checks(ctx):
             results.append(r)
             extra = f", {r.attributed} attributed to faults" if r.attributed else ""
             err = f" (checker error: {r.details['error']})" if "error" in r.details else ""
             progress(f"check {r.name}: {'PASS' if r.passed else 'FAIL'} ({r.violations} violation(s){extra}, "
-                     f"{time.monotonic() - t:.1f} s){err}")
+                     f"{dt:.1f} s){err}")
 
         t = time.monotonic()
         metrics = compute_metrics(ctx)

@@ -10,20 +10,16 @@ gives the full report of any case afterwards.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 
 def check_run(run_dir: str | Path, spark) -> list[dict[str, Any]]:
     """-> every check's result as a dict (``name``, ``passed``, ``violations``, ``attributed``, ...)."""
-    from testbed.analysis import runtime_checks
-    from testbed.analysis.checks import CheckResult
     from testbed.analysis.context import AnalysisContext, AnalysisOptions
     from testbed.analysis.ingest import ingest
-    from testbed.analysis.job import validate_run_dir
+    from testbed.analysis.job import run_checks, validate_run_dir
     from testbed.analysis.session import tune_for_input
-    from testbed.protocols import checks_for
 
     path, plan, manifest = validate_run_dir(run_dir)
     tune_for_input(spark, sum(p.stat().st_size for p in (path / "logs").glob("*.jsonl")))
@@ -31,17 +27,8 @@ def check_run(run_dir: str | Path, spark) -> list[dict[str, Any]]:
     ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), AnalysisOptions())
     out: list[dict[str, Any]] = []
     try:
-        for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
-            t = time.monotonic()
-            try:
-                r = chk(ctx)
-            except Exception as e:  # noqa: BLE001 - a broken checker fails its own check
-                r = CheckResult(name=getattr(chk, "__name__", str(chk)).removeprefix("check_"), passed=False,
-                                violations=0, description="the checker itself failed",
-                                details={"error": f"{type(e).__name__}: {e}"})
-            d = r.to_dict()
-            d["seconds"] = round(time.monotonic() - t, 3)
-            out.append(d)
+        for r, dt in run_checks(ctx):
+            out.append(dict(r.to_dict(), seconds=round(dt, 3)))
     finally:
         ctx.release()
     (path / "analysis").mkdir(exist_ok=True)
