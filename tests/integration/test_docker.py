@@ -25,21 +25,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
 @pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("docker")
-    from testbed.providers.engine import connect
-
-    try:
-        return connect()
-    except ProviderError as e:
-        if _ci():
-            pytest.fail(f"CI needs a Docker engine: {e}")
-        pytest.skip(f"no Docker engine: {e}")
+def client(engine):  # the shared engine fixture (tests/integration/conftest.py)
+    return engine
 
 
 @pytest.fixture(scope="module")
