@@ -88,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
     sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
+    sp.add_argument("--jobs", type=int, metavar="J",
+                    help="runs made at a time (default: each paper's own, docs/experiments.md)")
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
     _spark_args(sp)
@@ -300,7 +302,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                            provider=args.provider, progress=ui.progress_line,
-                           points=parse_points_filter(args.points))
+                           points=parse_points_filter(args.points), jobs=args.jobs)
         if args.json:
             from testbed import jsonout
             from testbed.experiments import papers

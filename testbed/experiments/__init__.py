@@ -60,8 +60,9 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
               out_dir: str | Path = "reproductions", runs_dir: str | None = None, provider: str | None = None,
               progress: Callable[[str], None] = lambda s: None, points: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
-              spark_master: str | None = None) -> Path:
-    """Reproduce one paper (or ``all``); returns the path of ``REPORT.md`` (``index.html`` beside it)."""
+              spark_master: str | None = None, jobs: int | None = None) -> Path:
+    """Reproduce one paper (or ``all``); returns the path of ``REPORT.md`` (``index.html`` beside it).
+    ``jobs``: runs made at a time (default: each paper's ``parallel``)."""
     from testbed.errors import UsageError
     from testbed.experiments import report
     from testbed.experiments.grid import figure_list
@@ -76,6 +77,8 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
         chosen = [have[target]]
     else:
         raise UsageError(f"no reproduction for {target!r} (have: {', '.join(['all', *have])})")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: at least 1")
     out = Path(out_dir)
     left = []  # one progress display over every paper: what each still has to run
     for p in chosen:
@@ -88,7 +91,8 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
         tally.later = [d for later in left[i + 1:] for d in later]
         try:
             reproduce_paper(p, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
-                            points=points, on_step=on_step, spark_master=spark_master, tally=tally)
+                            points=points, on_step=on_step, spark_master=spark_master, tally=tally,
+                            jobs=jobs)
         except Exception as e:  # one paper's failure does not cost the others (an interrupt does stop)
             if len(chosen) == 1:
                 raise

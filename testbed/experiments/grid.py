@@ -78,6 +78,13 @@ class Paper:
     topology_dir: str = ""  # default: the protocol name (see experiments/topologies.py)
     notes: str = ""  # where method and deviations are written up (docs/<p>.md)
     check_grids: tuple[str, ...] = ()  # grids that carry only the history checks (no figure)
+    # Runs made at a time, per scale (default 1: one after the other). A paper that declares more
+    # says why where it does: what one run costs the machine, and what sharing it changes in what
+    # the runs measure. `testbed reproduce --jobs N` overrides it.
+    parallel: dict[str, int] = field(default_factory=dict)
+
+    def parallel_at(self, scale: str) -> int:
+        return max(1, int(self.parallel.get(scale, 1)))
 
     def figure(self, n: int) -> Figure:
         for f in self.figures:

@@ -257,17 +257,60 @@ def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[
     return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
 
 
+def _make_in_parallel(jobs: int, ws: list[Work], announce, make, finish, compute, root: Path,
+                      progress: Progress) -> None:
+    """Make the runs ``jobs`` at a time in worker threads; computed entries, analyses and the
+    index in this thread, in the order the runs finish. An interrupt (Ctrl-C, SIGTERM) starts no
+    new run and stops the runs being made (`testbed down` of this reproduction's active runs);
+    their threads end with their own teardown before the interrupt goes on."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="run")
+    running: dict[Any, tuple[Work, dict[str, Any]]] = {}
+    n = 0
+    try:
+        while n < len(ws) or running:
+            while n < len(ws) and len(running) < jobs:
+                w, entry = ws[n], announce(n)
+                n += 1
+                if w.grid.compute is not None:
+                    compute(w, entry)
+                else:
+                    running[pool.submit(make, w, entry)] = (w, entry)
+            if not running:
+                continue
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in done:
+                w, entry = running.pop(fut)
+                finish(w, entry, *fut.result())
+    except BaseException:
+        if running:
+            from testbed import api
+
+            progress(f"stopping the {len(running)} run(s) being made")
+            try:
+                api.down(all_runs=True, runs_dir=str(root))
+            except Exception as e:  # the runs' own teardown still runs in their threads
+                progress(f"  stopping them: {type(e).__name__}: {e}")
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
               provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
               spark_master: str | None = None, tally: Tally | None = None,
-              session: dict[str, Any] | None = None
+              session: dict[str, Any] | None = None, jobs: int | None = None,
               ) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
     """Run what is missing; every entry the figures need, by grid; plus run statistics.
 
     Every run a grid analyses is analysed in one Spark session, started at the first such run.
     ``session``: a dict the session is left in (``session["spark"]``, not stopped) for the paper's
     analysis to go on with; without it the session is stopped here.
+    ``jobs``: runs made at a time (default: the paper's ``parallel`` at this scale). With more than
+    one, runs are brought up, driven and torn down in worker threads; the analyses, the index and
+    the progress stay in this thread.
     """
     from testbed import api
     from testbed.runs.rundir import runs_root
@@ -275,54 +318,78 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
     index, work, todo = pending(paper, scale, figs, out, provider, flt)
     if tally is None:
         tally = Tally(total=len(todo))
-    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0}
+    jobs = max(1, jobs if jobs is not None else paper.parallel_at(scale))
+    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0, "jobs": jobs}
     progress(f"{paper.name} ({scale}): {len(work)} runs needed, {stats['reused']} reused from the index, "
-             f"{len(todo)} to run")
+             f"{len(todo)} to run" + (f", {jobs} at a time" if jobs > 1 and todo else ""))
     root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
     root.mkdir(parents=True, exist_ok=True)
     measured = tally.measured
     spark = (session or {}).get("spark")
     by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
+
+    def announce(n: int) -> dict[str, Any]:
+        """The progress line and step of ``todo[n]``; its index entry so far."""
+        w, point, r = work[todo[n]]
+        eta = eta_s(durations(work, todo[n:]) + tally.later, measured) / jobs
+        tally.done += 1
+        figs_of = paper.figures_of(w.grid.name)
+        step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
+                "repeat": r, "repeats": w.grid.repeats_at(scale), "n": tally.done, "of": tally.total,
+                "eta_s": round(eta, 1)}
+        if on_step:
+            on_step(step)
+        what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
+        pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
+        progress(f"{paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
+                 f"{w.grid.repeats_at(scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
+        return {"grid": w.grid.name, "point": point, "repeat": r, "topology": w.path.name, "set": w.set_vars}
+
+    def make(w: Work, entry: dict[str, Any]) -> tuple[Any, float]:
+        """One run, up to teardown (any thread); returns it and its wall time."""
+        t = time.monotonic()
+        return _run_once_more_on_error(api, w, root, progress, entry), time.monotonic() - t
+
+    def finish(w: Work, entry: dict[str, Any], rd: Any, dt: float) -> None:
+        """Analyse a made run if its grid wants it, and record it (this thread)."""
+        nonlocal spark
+        if rd is not None:
+            if w.grid.analyze:
+                t = time.monotonic()
+                if spark is None:
+                    from testbed.analysis.session import spark_session
+
+                    spark = spark_session(spark_master)
+                    if session is not None:
+                        session["spark"] = spark
+                api.analyze_run(str(rd.path), spark_master=spark_master, spark=spark)
+                dt += time.monotonic() - t
+            entry["run"] = str(rd.path)
+            measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
+        entry["elapsed_s"] = round(dt, 2)
+        entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        stats["ran"] += 1
+        stats["run_s"] += dt
+        index.put(w.key, entry)
+
+    def compute(w: Work, entry: dict[str, Any]) -> None:
+        t = time.monotonic()
+        entry["row"] = w.grid.compute(w.plan)
+        finish(w, entry, None, time.monotonic() - t)
+
     try:
         with _sigterm_interrupts():
-            for n, i in enumerate(todo):
-                w, point, r = work[i]
-                eta = eta_s(durations(work, todo[n:]) + tally.later, measured)
-                tally.done += 1
-                figs_of = paper.figures_of(w.grid.name)
-                step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
-                        "repeat": r, "repeats": w.grid.repeats_at(scale), "n": tally.done, "of": tally.total,
-                        "eta_s": round(eta, 1)}
-                if on_step:
-                    on_step(step)
-                what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
-                pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
-                progress(f"{paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
-                         f"{w.grid.repeats_at(scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
-                t = time.monotonic()
-                entry: dict[str, Any] = {"grid": w.grid.name, "point": point, "repeat": r,
-                                         "topology": w.path.name, "set": w.set_vars}
-                if w.grid.compute is not None:
-                    entry["row"] = w.grid.compute(w.plan)
-                else:
-                    rd = _run_once_more_on_error(api, w, root, progress, entry)
-                    if w.grid.analyze:
-                        if spark is None:
-                            from testbed.analysis.session import spark_session
-
-                            spark = spark_session(spark_master)
-                            if session is not None:
-                                session["spark"] = spark
-                        api.analyze_run(str(rd.path), spark_master=spark_master, spark=spark)
-                    entry["run"] = str(rd.path)
-                dt = time.monotonic() - t
-                entry["elapsed_s"] = round(dt, 2)
-                entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                if w.grid.compute is None:
-                    measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
-                stats["ran"] += 1
-                stats["run_s"] += dt
-                index.put(w.key, entry)
+            if jobs == 1:
+                for n, i in enumerate(todo):
+                    w = work[i][0]
+                    entry = announce(n)
+                    if w.grid.compute is not None:
+                        compute(w, entry)
+                    else:
+                        finish(w, entry, *make(w, entry))
+            else:
+                _make_in_parallel(jobs, [work[i][0] for i in todo], announce, make, finish, compute,
+                                  root, progress)
     finally:
         if spark is not None and session is None:
             spark.stop()
@@ -339,7 +406,8 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
                     runs_dir: str | None = None, provider: str | None = None,
                     progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
                     on_step: Callable[[dict[str, Any]], None] | None = None,
-                    spark_master: str | None = None, tally: Tally | None = None) -> Path:
+                    spark_master: str | None = None, tally: Tally | None = None,
+                    jobs: int | None = None) -> Path:
     """Run and analyse one paper; returns ``<out>/<paper>/result.json``."""
     from testbed.errors import UsageError
     from testbed.experiments import report
@@ -355,7 +423,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     try:
         entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
                                    progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
-                                   tally=tally, session=session)
+                                   tally=tally, session=session, jobs=jobs)
     except BaseException:
         if session.get("spark") is not None:
             session["spark"].stop()

@@ -150,12 +150,19 @@ class RunDir:
 
 
 def mark_active(root: Path, run_id: str, active: bool) -> None:
-    f = root / ACTIVE_FILE
-    ids = [x for x in (f.read_text().split() if f.exists() else []) if x != run_id]
-    if active:
-        ids.append(run_id)
+    """Add (remove) a run to (from) ``root``'s list of active runs. Under an exclusive lock on
+    ``root/.active.lock``: runs brought up or torn down at the same time (threads of one
+    ``testbed reproduce --jobs``, or several processes) do not lose each other's entries."""
+    import fcntl
+
     root.mkdir(parents=True, exist_ok=True)
-    f.write_text("".join(i + "\n" for i in ids))
+    f = root / ACTIVE_FILE
+    with open(root / ".active.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ids = [x for x in (f.read_text().split() if f.exists() else []) if x != run_id]
+        if active:
+            ids.append(run_id)
+        f.write_text("".join(i + "\n" for i in ids))
 
 
 def active_runs(root: Path) -> list[str]:

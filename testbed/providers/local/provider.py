@@ -15,6 +15,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -32,18 +34,40 @@ LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 
 
+#: Ports handed out by free_ports() in this process and when: not handed out again for
+#: ``PORT_HOLD_S``. Between free_ports() and the nodes binding them the ports are free, so two
+#: runs brought up at the same time (``testbed reproduce --jobs``) could otherwise be given the
+#: same port.
+PORT_HOLD_S = 120.0
+_handed: dict[tuple[str, int], float] = {}
+_ports_lock = threading.Lock()
+
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports free right now on ``host``."""
+    """``n`` distinct ports free right now on ``host``, none handed out by this process within
+    the last ``PORT_HOLD_S`` seconds."""
     socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
+    with _ports_lock:
+        now = time.monotonic()
+        for k in [k for k, t in _handed.items() if now - t > PORT_HOLD_S]:
+            del _handed[k]
+        try:
+            tries = 0
+            while len(ports) < n:
+                tries += 1
+                if tries > 50 * n + 100:
+                    raise ProviderError(f"no {n} free ports on {host}")
+                s = socket.socket()
+                s.bind((host, 0))
+                socks.append(s)  # held until all n are chosen: the kernel gives each once
+                port = s.getsockname()[1]
+                if (host, port) not in _handed:
+                    ports.append(port)
+        finally:
+            for s in socks:
+                s.close()
+        for port in ports:
+            _handed[(host, port)] = now
     return ports
 
 

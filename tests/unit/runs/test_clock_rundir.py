@@ -53,3 +53,26 @@ def test_parse_set():
         parse_set(["novalue"])
     with pytest.raises(UsageError):
         parse_set(["bad key=1"])
+
+
+def test_mark_active_from_many_threads_loses_no_run(tmp_path):
+    """Runs brought up at the same time (`testbed reproduce --jobs`) each add themselves."""
+    import threading
+
+    from testbed.runs.rundir import active_runs, mark_active
+
+    ids = [f"run-{i}" for i in range(24)]
+    for i in ids:
+        (tmp_path / i).mkdir()
+    ts = [threading.Thread(target=mark_active, args=(tmp_path, i, True)) for i in ids]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(active_runs(tmp_path)) == sorted(ids)
+    ts = [threading.Thread(target=mark_active, args=(tmp_path, i, False)) for i in ids[::2]]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(active_runs(tmp_path)) == sorted(ids[1::2])
