@@ -629,6 +629,9 @@ class OrderingModule:
         self.subs.discard(topic)  # (01)
         self.sub_lc.pop(topic, None)
         self.to_deliver.drop_topic(topic)
+        # events of other topics that waited for T's entries no longer do (isNext ignores a
+        # topic not subscribed): every buffered topic is examined again
+        self._dirty.update(self.to_deliver.by_topic)
         sub = sorted(self.subs)
         for t in sub:  # (02-05)
             self.env.send_tm(t, {"k": UPDATE_SUB, "cid": self.cid, "sub": sub, "to": t,
