@@ -463,11 +463,14 @@ def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Pro
     session = bring_up(plan, path, set_vars, root, progress)
     try:
         on_event({"kind": "phase", "phase": "workload"})
+        t = time.monotonic()
         schedule(session, on_event, progress)
         on_event({"kind": "phase", "phase": "collect"})
         progress("collecting logs")
+        t1 = time.monotonic()
         session.provider.collect(session.run, progress)
-        session.run.update_manifest(status="collected", end_wall_ns=time.time_ns())
+        session.run.update_manifest(status="collected", end_wall_ns=time.time_ns(), schedule_s=t1 - t,
+                                    collect_s=time.monotonic() - t1)  # where a run's wall time goes
     finally:
         session.close()
         t = time.monotonic()

@@ -302,6 +302,7 @@ def analyze(ctx) -> None:
                                [x for x, r in zip(refs, ctx.references(f)) if r.series == "nack range"])
         ctx.add(*judge[f](ms))
         ctx.numbers[f"fig{f}_recovery_s"] = [m["recovery_s"] for m in ms]
+        ctx.numbers[f"fig{f}_normal_ms"] = [m["normal_ms"] for m in ms]  # recovery_s's "normal", per seed
     ctx.checks.extend(M.aggregate_checks(run_checks))
 
 

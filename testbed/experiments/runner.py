@@ -232,6 +232,38 @@ def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str 
     return index, work, [i for i, (w, _, _) in enumerate(work) if have(w) is None]
 
 
+PHASES = ("up", "settle", "workload", "drain", "collect", "down", "other")
+
+
+def run_phases(manifest: dict[str, Any], settle_s: float, duration_s: float, elapsed_s: float) -> dict[str, float]:
+    """Where one run's wall time went (seconds): ``up`` (bring-up), ``settle`` (the wait before
+    the workload), ``workload`` (its duration), ``drain`` (the rest of the schedule: start lead,
+    warm-up past the duration, drain), ``collect`` (logs), ``down`` (teardown), ``other`` (the
+    rest of ``elapsed_s``: run files, failed attempts, a per-run analysis). Pure."""
+    up = float(manifest.get("up_s") or 0.0)
+    sched = manifest.get("schedule_s")
+    sched = float(sched) if sched is not None else settle_s + duration_s
+    out = {"up": up, "settle": min(settle_s, sched), "workload": min(duration_s, max(0.0, sched - settle_s)),
+           "collect": float(manifest.get("collect_s") or 0.0), "down": float(manifest.get("down_s") or 0.0)}
+    out["drain"] = max(0.0, sched - out["settle"] - out["workload"])
+    out["other"] = max(0.0, elapsed_s - sum(out.values()))
+    return {k: round(out[k], 2) for k in PHASES}
+
+
+def phase_line(phases: dict[str, dict[str, float]]) -> str:
+    """``stats["phases"]`` (grid -> runs, wall_s and seconds per phase) as one line per grid and the total."""
+    lines, tot = [], {k: 0.0 for k in ("runs", "wall_s", *PHASES)}
+    for g, p in phases.items():
+        for k in tot:
+            tot[k] += p.get(k, 0.0)
+        lines.append(f"  {g}: {int(p['runs'])} runs, {p['wall_s']:.0f} s: "
+                     + ", ".join(f"{k} {p.get(k, 0.0):.0f}" for k in PHASES))
+    if len(lines) > 1:
+        lines.append(f"  all runs: {int(tot['runs'])} runs, {tot['wall_s']:.0f} s: "
+                     + ", ".join(f"{k} {tot[k]:.0f}" for k in PHASES))
+    return "\n".join(lines)
+
+
 def durations(work: list, todo: list[int]) -> list[Cost]:
     return [None if work[j][0].grid.compute is not None else (work[j][0].plan.duration_s, work[j][0].grid.analyze)
             for j in todo]
@@ -319,7 +351,8 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
     if tally is None:
         tally = Tally(total=len(todo))
     jobs = max(1, jobs if jobs is not None else paper.parallel_at(scale))
-    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0, "jobs": jobs}
+    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0, "jobs": jobs,
+             "phases": {}}  # grid -> runs made, their wall time and its split (run_phases)
     progress(f"{paper.name} ({scale}): {len(work)} runs needed, {stats['reused']} reused from the index, "
              f"{len(todo)} to run" + (f", {jobs} at a time" if jobs > 1 and todo else ""))
     root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
@@ -366,6 +399,14 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 dt += time.monotonic() - t
             entry["run"] = str(rd.path)
             measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
+            from testbed.faults.schedule import settle_s
+
+            entry["phases"] = run_phases(rd.manifest, settle_s(w.plan), w.plan.duration_s, dt)
+            g = stats["phases"].setdefault(w.grid.name, {"runs": 0, "wall_s": 0.0})
+            g["runs"] += 1
+            g["wall_s"] = round(g["wall_s"] + dt, 2)
+            for k, v in entry["phases"].items():
+                g[k] = round(g.get(k, 0.0) + v, 2)
         entry["elapsed_s"] = round(dt, 2)
         entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         stats["ran"] += 1
@@ -461,4 +502,8 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
     progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
              f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
+    progress(f"{paper.name}: wall time {timings['total_s']:.0f} s = runs and computed entries "
+             f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s; the runs made, by grid "
+             f"(seconds per phase, summed over runs" + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
+             + "):" + ("\n" + phase_line(stats["phases"]) if stats["phases"] else " none"))
     return out / "result.json"

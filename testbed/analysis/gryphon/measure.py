@@ -15,7 +15,21 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-NORMAL_MS = 100.0  # latency above this counts as "not normal" (recovery time)
+NORMAL_MS = 100.0  # "not normal" above this, only for a run with no delivery before its fault
+# "normal" is the run's own (issue #12: GD latency includes the PHB's log force, 100 ms by
+# default, so a fixed 100 ms bound called every GD delivery abnormal and the recovery the whole
+# run): NORMAL_FACTOR x the shb's median latency of the messages published before the fault
+# (from NORMAL_GUARD_S before it) + NORMAL_SLACK_MS, the rule the "back to normal" claims use
+NORMAL_FACTOR, NORMAL_SLACK_MS, NORMAL_GUARD_S = 2.0, 20.0, 0.5
+
+
+def normal_ms(lat: pd.DataFrame, shb: str, t_fault: float) -> float:
+    """The latency above which a delivery at ``shb`` is "not normal": from the run's own
+    deliveries before the fault (see NORMAL_FACTOR), else NORMAL_MS."""
+    pre = lat[(lat["broker"] == shb) & (lat["pub_s"] < t_fault - NORMAL_GUARD_S)] if "pub_s" in lat else lat[:0]
+    if not len(pre):
+        return NORMAL_MS
+    return NORMAL_FACTOR * float(pre["lat_ms"].median()) + NORMAL_SLACK_MS
 
 
 class RunData:
@@ -59,16 +73,20 @@ class RunData:
         return math.nan
 
 
-def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float, window: int = 25, until: float = math.inf) -> float:
+def recovery_s(lat: pd.DataFrame, shb: str, t_fault: float, window: int = 25, until: float = math.inf,
+               normal: float | None = None) -> float:
     """Seconds from the fault until deliveries at ``shb`` are back to normal for good: the last
     receive time at which the rolling median latency (``window`` deliveries, so one stray slow
-    delivery on a loaded machine does not count) is above NORMAL_MS. Deliveries from ``until`` on
+    delivery on a loaded machine does not count) is above ``normal`` (ms; default
+    :func:`normal_ms`: from the run's own latency before the fault). Deliveries from ``until`` on
     (the end of the run, when the machine is busy shutting down) are not looked at."""
+    if normal is None:
+        normal = normal_ms(lat, shb, t_fault)
     s = lat[(lat["broker"] == shb) & (lat["recv_s"] >= t_fault) & (lat["recv_s"] < until)].sort_values("recv_s")
     if not len(s):
         return 0.0
     med = s["lat_ms"].rolling(window, min_periods=1).median()
-    bad = s["recv_s"][med > NORMAL_MS]
+    bad = s["recv_s"][med > normal]
     return float(bad.max() - t_fault) if len(bad) else 0.0
 
 
@@ -169,6 +187,7 @@ def measure_6(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "s3_s5_max_latency_ms": _max(others, "lat_ms"),
         "s2_nacks": len(_nacks_of(nk, "s2")),
         "recovery_s": recovery_s(lat, "s1", t_stall, until=rd.end_s - 1),
+        "normal_ms": normal_ms(lat, "s1", t_stall),
         "cut_at_s": t_stall,
     }
 
@@ -205,6 +224,7 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "b2_ratio_to_s1_plus_s2": rb2 / (r1 + r2) if r1 + r2 else math.nan,
         "b2_fraction_to_p1": float((b2["to"] == "p1").mean()) if len(b2) else math.nan,
         "recovery_s": recovery_s(lat, "s1", t_stall, until=rd.end_s - 1),
+        "normal_ms": normal_ms(lat, "s1", t_stall),
     }
 
 
@@ -224,5 +244,7 @@ def measure_8(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "ackexpected_after_restart": int((ackexp["t_rel_s"] >= t_restart).sum()) if len(ackexp) else 0,
         "shbs_nacking_after_restart": sorted(set(after["node"])),
         "s1_median_2s_after_restart_ms": _median(s1[s1["pub_s"] >= t_restart + 2], "lat_ms"),
-        "recovery_s": recovery_s(lat, "s1", t_restart, until=rd.end_s - 1),
+        "recovery_s": recovery_s(lat, "s1", t_restart, until=rd.end_s - 1,
+                                 normal=normal_ms(lat, "s1", t_stall)),  # normal: before the stall
+        "normal_ms": normal_ms(lat, "s1", t_stall),
     }

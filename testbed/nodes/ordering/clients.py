@@ -5,7 +5,7 @@ Group params (``clients.<g>.params``, in ``config["clients"]["extra"]``):
 ``topics_per_client`` (k, subscribers), ``shape`` (0.901 | 0.349, the popularity law
 of ``workload.py``). Protocol params (``params``): ``ens`` (reliable | unreliable),
 ``buffer``, ``ttl``, ``retry``, ``order`` (total | causal), ``ens_settle``,
-``diffuse`` (publish events on the ENS at all), ``log_notify``, ``warmup``, ``foreign_eps``
+``diffuse`` (publish events and subscription dummies on the ENS at all), ``log_notify``, ``warmup``, ``foreign_eps``
 (the subscription law's per-client probability of one foreign topic, ``workload.py``).
 
 The ENS is the pub/sub core's broker in topic mode: a client subscribes
@@ -20,7 +20,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from testbed.nodes.ordering.core import COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_to_wire
+from testbed.nodes.ordering.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, ts_from_wire,
+                                         ts_to_wire)
 from testbed.nodes.ordering.placement import make_placement, rank_table
 from testbed.nodes.ordering.workload import FOREIGN_EPS, Popularity, client_subscriptions, own_topics
 from testbed.nodes.ordering import events as _events  # noqa: F401  (declares our events)
@@ -48,7 +49,13 @@ class _Env:
 
     def ens_publish(self, topic: int, msg: dict[str, Any]) -> None:
         h = self.h
-        if not h.diffuse and not msg.get("dummy"):
+        if not h.diffuse:
+            # Timestamping only: no event reaches a subscriber, so the subscriptionUpdate dummies
+            # (Fig 4a line 11) order nothing either. They were still published: with 200 clients
+            # per site on the same hot topics every dummy reaches every co-subscriber (185,000
+            # notifications per site at k = 10, 864,000 at k = 40), seconds of CPU per client
+            # process before the workload, which it either delayed (missed workload starts) or
+            # overlapped (issue #12). Subscriptions themselves (ENS and TM chains) are unchanged.
             return
         self.seq += 1
         h.rt.send(self.broker, {"k": "pub", "id": f"{self.cid}:{self.seq}", "c": self.cid,
@@ -197,10 +204,12 @@ class OrderingClientHost(Node):
         now = self.rt.mono_ns() / 1e9
         rt, where, seen = self.rt, self.where, self._stuck_seen
         for c, m in self.mods.items():
-            for b in m.buffered():
+            def select(eid: str, at: float, c: str = c) -> bool:
+                age = now - at if at else 0.0
+                return final or (age >= self.stuck_after and (c, eid) not in seen)
+
+            for b in m.buffered(select):
                 age = now - b["at"] if b["at"] else 0.0
-                if not final and (age < self.stuck_after or (c, b["eid"]) in seen):
-                    continue
                 seen.add((c, b["eid"]))
                 rt.log("o_stuck", client=c, eid=b["eid"], topic=b["topic"],
                        ts=ts_to_wire(b["ts"]), dummy=b["dummy"], age_ms=age * 1e3, final=final,
@@ -251,10 +260,11 @@ class OrderingClientHost(Node):
             ev = msg.get("o")
             if ev is None:
                 return
+            ts = ts_from_wire(ev["ts"])  # once for every addressed client (read-only)
             for c in msg.get("to") or ():
                 m = self.mods.get(c)
                 if m is not None:
-                    m.on_ens_notify(ev)
+                    m.on_ens_notify(ev, ts)
         elif k == EVENT_TS:
             m = self.mods.get(msg["cid"])
             if m is not None:

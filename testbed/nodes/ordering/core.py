@@ -49,6 +49,7 @@ Interpretations (documented in docs/ordering.md):
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -419,6 +420,54 @@ class _Buffered:
     seq: int
 
 
+class _Buffer:
+    """``to_deliver``: the buffered entries in arrival order, indexed per topic by sequence number.
+
+    Iteration, ``len``, ``in`` (by identity) and ``remove`` behave as on the list it replaces.
+    ``by_topic[T]`` holds T's entries sorted by ``(ts[T], seq)``: an entry of T can only be
+    ready when ``ts[T] <= sub_LC[T] + 1`` (a dummy: ``<=``; an event: ``==``; an overtaken
+    one: ``<=``), so the drain looks at a prefix of each topic's list instead of sorting the
+    whole buffer on every pass (issue #12: the subscription phase of 200 co-subscribers
+    buffers thousands of dummies, over at most ``k`` topics per client).
+    """
+
+    __slots__ = ("_all", "by_topic")
+
+    def __init__(self) -> None:
+        self._all: dict[int, _Buffered] = {}  # seq -> entry, arrival order
+        self.by_topic: dict[int, list[tuple[int, int, _Buffered]]] = {}
+
+    def __iter__(self):
+        return iter(list(self._all.values()))
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def __bool__(self) -> bool:
+        return bool(self._all)
+
+    def __contains__(self, b: object) -> bool:
+        return isinstance(b, _Buffered) and self._all.get(b.seq) is b
+
+    def append(self, b: _Buffered) -> None:
+        self._all[b.seq] = b
+        bisect.insort(self.by_topic.setdefault(b.topic, []), (b.ts.get(b.topic, BOTTOM), b.seq, b))
+
+    def remove(self, b: _Buffered) -> None:
+        if self._all.get(b.seq) is not b:
+            raise ValueError("not buffered")
+        del self._all[b.seq]
+        lst = self.by_topic[b.topic]
+        i = bisect.bisect_left(lst, (b.ts.get(b.topic, BOTTOM), b.seq))
+        del lst[i]
+        if not lst:
+            del self.by_topic[b.topic]
+
+    def drop_topic(self, topic: int) -> None:
+        for _, seq, _b in self.by_topic.pop(topic, ()):
+            del self._all[seq]
+
+
 class OrderingModule:
     """The ordering module of one logical client (publisher + subscriber sides).
 
@@ -443,7 +492,7 @@ class OrderingModule:
         self.outgoing: dict[str, tuple[dict[str, Any], int, float, int]] = {}  # eid -> (payload, T, t0, tries)
         self.subs: set[int] = set()  # subs_i (active)
         self.sub_lc: dict[int, int] = {}  # sub_LC_i
-        self.to_deliver: list[_Buffered] = []  # to_deliver_i
+        self.to_deliver = _Buffer()  # to_deliver_i
         self._pending_sub: dict[int, list[tuple[dict[str, Any], dict[int, int]]]] = {}
         self._sub_queue: list[tuple[str, int]] = []  # serialised subscribe/unsubscribe ops
         self._sub_busy: dict[str, Any] | None = None
@@ -453,6 +502,11 @@ class OrderingModule:
         self._recent: deque[dict[int, int]] = deque(maxlen=late_window)
         self._bseq = 0
         self._changes = 0  # bumped whenever sub_LC or the notified set changes (see on_ens_notify)
+        # the drain's work list (see _drain): topics whose sub_LC, notified events or buffered
+        # entries changed since they were last examined, and topics whose first candidate is
+        # an event with ts[T] = sub_LC[T] + 1 waiting for another topic
+        self._dirty: set[int] = set()
+        self._blocked: set[int] = set()
         self.stats = {"published": 0, "notified": 0, "ooo": 0, "dropped_old": 0, "retries": 0,
                       "forced": 0, "dummies": 0}
 
@@ -554,6 +608,7 @@ class OrderingModule:
         for topic in busy["topics"]:
             self.subs.add(topic)  # (03) takes effect with the completed timestamp
             self.sub_lc[topic] = ts[topic]  # (09), new topics only (see module doc)
+            self._dirty.add(topic)
             self.sub_floor[topic] = ts[topic]
         for t in busy["sub"]:  # (10-11) subscriptionUpdate dummy on every subscribed topic
             self.env.ens_publish(t, {"k": "o.ev", "eid": f"{msg['rid']}@{t}", "T": t,
@@ -573,7 +628,10 @@ class OrderingModule:
             return
         self.subs.discard(topic)  # (01)
         self.sub_lc.pop(topic, None)
-        self.to_deliver = [b for b in self.to_deliver if b.topic != topic]
+        self.to_deliver.drop_topic(topic)
+        # events of other topics that waited for T's entries no longer do (isNext ignores a
+        # topic not subscribed): every buffered topic is examined again
+        self._dirty.update(self.to_deliver.by_topic)
         sub = sorted(self.subs)
         for t in sub:  # (02-05)
             self.env.send_tm(t, {"k": UPDATE_SUB, "cid": self.cid, "sub": sub, "to": t,
@@ -584,9 +642,12 @@ class OrderingModule:
         self._drain()
 
     # ------------------------------------------------------------------ NOTIFY (Fig 3)
-    def on_ens_notify(self, ev: dict[str, Any]) -> None:
+    def on_ens_notify(self, ev: dict[str, Any], ts: dict[int, int] | None = None) -> None:
+        """An ENS notification; ``ts``: ``ev["ts"]`` already decoded (a client host decodes a
+        notification for many of its clients once; the module only reads it)."""
         topic = ev["T"]
-        ts = ts_from_wire(ev["ts"])
+        if ts is None:
+            ts = ts_from_wire(ev["ts"])
         if topic in self._pending_sub:  # subscribing to T: buffer until COMPLETED_SUB_VC
             self._pending_sub[topic].append(({**ev, "_at": self.env.now()}, ts))
             return
@@ -643,6 +704,7 @@ class OrderingModule:
         if topic in self.sub_lc and ts[topic] > self.sub_lc[topic]:
             self.sub_lc[topic] = ts[topic]
             self._changes += 1
+            self._dirty.add(topic)
 
     def _merge(self, ts: dict[int, int]) -> None:  # updateSubLC over the common entries
         lc = self.sub_lc
@@ -650,6 +712,7 @@ class OrderingModule:
             if t in lc and sn > lc[t]:
                 lc[t] = sn
                 self._changes += 1
+                self._dirty.add(t)
 
     def _late(self, ts: dict[int, int]) -> bool:
         """Sec 4: an event is late when one already notified has a larger timestamp (Def. 4)."""
@@ -661,6 +724,7 @@ class OrderingModule:
             self._recent.append(ts)
         self._seen.add(ev["eid"])
         self._changes += 1
+        self._dirty.add(ev["T"])
         self.stats["notified"] += 1
         if out_of_order:
             self.stats["ooo"] += 1
@@ -676,43 +740,59 @@ class OrderingModule:
                 self._force_head()
             self.env.call_later(self.ttl_s, self._ttl_expired, b.seq)
         self.to_deliver.append(b)
+        self._dirty.add(topic)
 
     def _drain(self) -> None:  # (20-26)
         """Notify every buffered event that is next, apply every ready dummy, until none is.
 
-        The paper's lines 20-26 pick any ready entry; each pass here looks at the entries in
-        increasing sequence number of their own topic, so a chain of dummies (or events) of one
-        topic buffered in reverse order resolves in one pass instead of one pass per entry (the
-        subscription phase of 200 co-subscribers buffers such chains by the thousand). The
-        buffer keeps its arrival order (the unreliable mode's head is "smallest timestamp, then
-        arrival"); entries leave it at the end of each pass, by identity.
+        The paper's lines 20-26 pick any ready entry. An entry of topic T can only be ready
+        when ``ts[T] <= sub_LC[T] + 1`` (a dummy needs ``<=``, an event ``==``, an overtaken
+        one ``<=``), so a topic is examined along its index (sorted by ``ts[T]``) up to
+        ``sub_LC[T] + 1`` only, and only when it can have changed: its ``sub_LC`` moved, one of
+        its events was notified or buffered (``_dirty``), or it ends at an event that is
+        waiting for other topics (``_blocked``: examined again whenever anything moved). A
+        topic neither dirty nor blocked has no entry with ``ts[T] <= sub_LC[T] + 1``. So a
+        drain costs what changed plus what it releases, not a sort of the whole buffer
+        (issue #12: the subscription phase of 200 co-subscribers buffers thousands of dummies).
+        A chain of entries of one topic buffered in reverse order resolves in one pass. The
+        buffer keeps its arrival order (the unreliable mode's head is "smallest timestamp,
+        then arrival").
         """
-        progress = True
-        while progress and self.to_deliver:
-            progress = False
-            gone: set[int] = set()
-            for b in sorted(self.to_deliver, key=lambda b: b.ts.get(b.topic, BOTTOM)):
-                if b.topic not in self.subs:
-                    gone.add(id(b))
+        buf = self.to_deliver
+        lc = self.sub_lc
+        while self._dirty:
+            todo = sorted(self._dirty | self._blocked)
+            self._dirty = set()
+            self._blocked.difference_update(todo)
+            for topic in todo:
+                lst = buf.by_topic.get(topic)
+                if lst is None:
                     continue
-                if b.ev.get("dummy"):
-                    if self._dummy_ready(b.ts, b.topic):
-                        gone.add(id(b))
-                        self._apply_dummy(b.ts, b.topic)
-                        progress = True
+                if topic not in self.subs:
+                    buf.drop_topic(topic)
                     continue
-                if b.ts[b.topic] <= self.sub_lc.get(b.topic, BOTTOM) or b.ev["eid"] in self._seen:
-                    gone.add(id(b))  # overtaken (forced delivery skipped past it)
-                    if not self.reliable and b.ev["eid"] not in self._seen:
-                        self._notify(b.ev, b.ts, out_of_order=True, at=b.at)
-                    progress = True
-                    continue
-                if self._is_next(b.ts, b.topic):
-                    gone.add(id(b))
-                    self._notify(b.ev, b.ts, out_of_order=False, at=b.at)
-                    progress = True
-            if gone:
-                self.to_deliver = [b for b in self.to_deliver if id(b) not in gone]
+                i = 0
+                while lst and i < len(lst):
+                    sn, _, b = lst[i]
+                    cur = lc.get(topic, BOTTOM)
+                    if sn > cur + 1:
+                        break
+                    if b.ev.get("dummy"):  # sn <= cur + 1: ready
+                        buf.remove(b)
+                        self._apply_dummy(b.ts, topic)
+                    elif sn <= cur or b.ev["eid"] in self._seen:
+                        buf.remove(b)  # overtaken (forced delivery skipped past it)
+                        if not self.reliable and b.ev["eid"] not in self._seen:
+                            self._notify(b.ev, b.ts, out_of_order=True, at=b.at)
+                    elif self._is_next(b.ts, topic):
+                        buf.remove(b)
+                        self._notify(b.ev, b.ts, out_of_order=False, at=b.at)
+                    else:
+                        self._blocked.add(topic)  # sn = cur + 1, waiting for another topic
+                        i += 1
+                        continue
+                    lst = buf.by_topic.get(topic)  # removed: the list shifted (or is gone)
+                    i = 0
 
     # -- liveness: what the buffered events wait for ---------------------------------
     def waits_for(self, ts: Mapping[int, int], topic: int, dummy: bool = False) -> list[list[int]]:
@@ -734,17 +814,23 @@ class OrderingModule:
                     out.append([t, lc[t], ts[t]])
         return out
 
-    def buffered(self) -> list[dict[str, Any]]:
+    def buffered(self, select: Callable[[str, float], bool] | None = None) -> list[dict[str, Any]]:
         """Every event held back: in ``to_deliver`` (waiting for predecessors) or waiting for
-        this client's own subscription to complete (``sub``: the pending request id)."""
+        this client's own subscription to complete (``sub``: the pending request id).
+        ``select(eid, at)``: only those it accepts (decided before ``waits`` is computed: the
+        client host asks every second for the few held back too long)."""
         rows = []
         for b in self.to_deliver:
+            if select is not None and not select(b.ev["eid"], b.at):
+                continue
             rows.append({"eid": b.ev["eid"], "topic": b.topic, "ts": b.ts, "at": b.at,
                          "dummy": bool(b.ev.get("dummy")),
                          "waits": self.waits_for(b.ts, b.topic, bool(b.ev.get("dummy")))})
         busy = self._sub_busy
         for topic, evs in self._pending_sub.items():
             for ev, ts in evs:
+                if select is not None and not select(ev["eid"], ev.get("_at", 0.0)):
+                    continue
                 rows.append({"eid": ev["eid"], "topic": topic, "ts": ts, "at": ev.get("_at", 0.0),
                              "dummy": bool(ev.get("dummy")), "waits": [],
                              "sub": (busy or {}).get("rid") or "ens_subscribe"})

@@ -22,7 +22,8 @@ class Params(StrictModel):
     ``retry``: re-send unanswered timestamp/subscription requests after this long (0 = never).
     ``order``: total (Definition 1) or causal (Sec 4: one shared subscription suffices).
     ``ens_settle``: how long after sending an ENS subscription it counts as active.
-    ``diffuse``: publish timestamped events on the ENS (false: timestamping only).
+    ``diffuse``: publish timestamped events on the ENS (false: timestamping only; no subscription
+    dummies either, since no event reaches a subscriber).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
     ``warmup``: publications start this long after the workload start (subscriptions first).
     ``pipeline``: false routes chains as the paper does (topic id order, straight to the next

@@ -69,3 +69,17 @@ def test_eta_scales_with_each_remaining_runs_duration():
     assert eta_s([(20.0, True)], {False: [4.0], True: []}) == 24.0  # none of its kind yet: any run's
     assert eta_s([], {False: [3.0]}) == 0
     assert _fmt_s(125) == "2m05s" and _fmt_s(3725) == "1h02m"
+
+
+def test_run_phases_split_a_runs_wall_time():
+    from testbed.experiments.runner import PHASES, phase_line, run_phases
+
+    m = {"up_s": 4.0, "schedule_s": 15.5, "collect_s": 1.5, "down_s": 2.0}
+    p = run_phases(m, settle_s=6.0, duration_s=5.0, elapsed_s=30.0)
+    assert p == {"up": 4.0, "settle": 6.0, "workload": 5.0, "drain": 4.5, "collect": 1.5, "down": 2.0,
+                 "other": 7.0}
+    assert sum(p.values()) == 30.0 and tuple(p) == PHASES
+    # an older manifest without schedule_s: the schedule is taken as settle + duration
+    assert run_phases({"up_s": 1.0}, 2.0, 5.0, 10.0)["other"] == 2.0
+    line = phase_line({"rate": {"runs": 2, "wall_s": 60.0, **p}, "subs": {"runs": 1, "wall_s": 30.0, **p}})
+    assert "rate: 2 runs, 60 s: up 4, settle 6" in line and "all runs: 3 runs, 90 s: up 8, settle 12" in line

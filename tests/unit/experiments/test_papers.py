@@ -275,6 +275,22 @@ def test_recovery_time_ignores_a_stray_slow_delivery():
     assert not math.isnan(r)
 
 
+def test_recovery_time_is_judged_against_the_runs_own_normal():
+    """GD latency includes the PHB's log force (100 ms by default): a fixed 100 ms "normal"
+    called every delivery abnormal; the normal is the run's own latency before the fault."""
+    from testbed.analysis.gryphon.measure import normal_ms, recovery_s
+
+    recv = [0.2 + 0.1 * i for i in range(100)]
+    lat = [130.0] * 40 + [2500.0 - 200 * i for i in range(12)] + [130.0] * 48  # fault at 4.2 s
+    df = pd.DataFrame({"broker": ["s1"] * 100, "recv_s": recv, "lat_ms": lat,
+                       "pub_s": [r - x / 1e3 for r, x in zip(recv, lat)]})
+    assert normal_ms(df, "s1", 4.2) == 2 * 130.0 + 20
+    r = recovery_s(df, "s1", 4.2, window=5)
+    assert 0.8 < r < 1.6, r  # back under 280 ms about 1 s after the fault, not at the run's end
+    assert recovery_s(df, "s1", 4.2, window=5, normal=100.0) > 5.0  # the old fixed bound: never normal
+    assert normal_ms(df.assign(pub_s=10.0), "s1", 4.2) == 100.0  # nothing before the fault: the default
+
+
 def test_ordering_predicted_rows_pair_each_seed_with_its_prediction():
     rows = {f"{sh}/{rate}/{r}": {"shape": sh, "rate": rate, "repeat": r, "latency_mean_ms": 30.0 + r + rate / 100}
             for sh in O.SHAPES for rate in (500, 1000) for r in range(3)}

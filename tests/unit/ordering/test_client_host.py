@@ -57,3 +57,31 @@ def test_settle_timer_starts_when_the_broker_is_up():
     assert len([d for d, fn in rt.timers if d == 0.3]) == 4
     host.on_peer_up("b2")  # a reconnect schedules nothing twice
     assert len([d for d, fn in rt.timers if d == 0.3]) == 4
+
+
+def _complete_subscriptions(diffuse: bool) -> list[tuple[str, dict]]:
+    from testbed.nodes.ordering.core import COMPLETED_SUB_VC, FILL_IN_SUB_TS
+
+    rt = RT()
+    rt.config["params"]["diffuse"] = diffuse
+    host = OrderingClientHost(rt)
+    asyncio.run(host.start())
+    host.on_peer_up("b1")
+    host.on_peer_up("b2")
+    for _, fn in list(rt.timers):  # every ENSsubscribeReturn
+        if getattr(fn, "__name__", "") == "_ens_subscribed":
+            fn()
+    fills = [m for d, m in rt.sent if m["k"] == FILL_IN_SUB_TS]
+    assert len(fills) == 2  # one per client
+    for m in fills:  # the TM answers each subscription
+        host.on_message("t1", {"k": COMPLETED_SUB_VC, "cid": m["cid"], "rid": m["rid"],
+                               "ts": [t for topic in m["sub"] for t in (topic, 1)]})
+    assert host.subscribed == 4
+    return [(d, m) for d, m in rt.sent if m["k"] == "pub"]
+
+
+def test_no_subscription_dummies_on_the_ens_when_nothing_is_diffused():
+    """diffuse: false (timestamping only, Figs 9-14): no event reaches a subscriber, so the
+    subscriptionUpdate dummies order nothing; they are not published (issue #12)."""
+    assert len(_complete_subscriptions(diffuse=True)) == 4  # a dummy per subscribed topic
+    assert _complete_subscriptions(diffuse=False) == []
