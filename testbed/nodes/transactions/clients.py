@@ -134,6 +134,8 @@ class ScenarioHost(Node):
         self.aborted = 0
         self._reg_timer: Any = None
         self._last_begin_ns = 0
+        self._started = False  # the workload began (_begin_all ran)
+        self._queues: dict[tuple[str, int], list[int]] = {}  # (TXC, thread) -> transactions not begun
         self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
         # D: standing subscriptions an open transaction's op4 removes -> (client, sid); not
         # re-issued to a restarted broker until the outcome says (abort: re-issued then)
@@ -263,17 +265,32 @@ class ScenarioHost(Node):
         await self.stop_workload()
 
     def status(self) -> dict[str, Any]:
-        return {"role": self.role, "variant": self.variant, "clients": len(self.clients),
-                "done": self.done, "committed": self.committed, "aborted": self.aborted,
-                "open": sum(1 for t in self.txs.values() if not t.ended)}
+        out = {"role": self.role, "variant": self.variant, "clients": len(self.clients),
+               "done": self.done, "committed": self.committed, "aborted": self.aborted,
+               "open": sum(1 for t in self.txs.values() if not t.ended)}
+        if self.role == "coordinator" and not self.regular_rate:
+            # the run-end condition the controller watches (faults/schedule.py all_finished): every
+            # TXC thread has begun what it will begin and every begun transaction has ended (Fig 9's
+            # open-loop regular traffic has no such end: it lasts the planned duration)
+            out["finished"] = self.finished()
+        return out
+
+    def finished(self) -> bool:
+        """The TXC's work is over: the workload started, no thread will begin another transaction
+        (its queue is empty, or the last moment to begin one has passed) and none is open."""
+        if not self._started or any(not t.ended for t in self.txs.values()):
+            return False
+        late = self.rt.mono_ns() > self._last_begin_ns
+        return late or not any(self._queues.values())
 
     # -- the TXC (E) -----------------------------------------------------------------------
     def _begin_all(self) -> None:
-        self._queues: dict[tuple[str, int], list[int]] = {}
+        self._queues = {}
         for c in self.clients:
             i = self.inst(c)
             for t, (proc, m) in enumerate(self.spaces(i)):
                 self._queues[(c, t)] = list(range(1, m + 1))
+        self._started = True
         if self.regular_rate:
             self._start_regular()
             return
