@@ -392,5 +392,6 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))
     (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
     progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
-             f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
+             f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s: "
+             f"runs {timings['runs_s']} s, analysis {timings['analysis_s']} s)")
     return out / "result.json"
