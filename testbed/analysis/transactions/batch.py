@@ -77,9 +77,10 @@ def _plan(run_dir: Path) -> dict[str, Any]:
 
 def group_key(plan: dict[str, Any]) -> tuple[str, bool]:
     """What changes a check's rule between runs: the variant; whether P9 applies (no explicit
-    aborts, no faults)."""
+    aborts, no faults, no conflict workload)."""
     p = plan.get("params") or {}
-    return (str(p.get("variant") or ""), not (int(p.get("abort_every") or 0) > 0 or plan.get("actions")))
+    return (str(p.get("variant") or ""),
+            not (int(p.get("abort_every") or 0) > 0 or plan.get("actions") or p.get("conflict")))
 
 
 # (name, description, applies(variant, p9), required(variant), violations(ctx, variant) -> DataFrame, run column)
@@ -114,7 +115,7 @@ def _p5(ctx, v):
 
 
 def _p6(ctx, v):
-    return K.commit_order_violations(ctx.df("tx_phase"))
+    return K.p6_violations(ctx.df("tx_phase"), ctx.df("tx_begin"), ctx.df("tx_deliver"), K.outcomes(ctx))
 
 
 def _p9(ctx, v):
@@ -133,8 +134,9 @@ CHECKS: list[Check] = [
      "took part (P4)", lambda v, p9: True, _all, _p4, "tx"),
     ("transactions.p5_tables", "each broker's final PRT equals the replay of committed operations only (P5; for S-TX "
      "also P7, convergence)", _tx, _all, _p5, "node"),
-    ("transactions.p6_commit_order", "every broker commits transactions in the same order (P6, required for D-TX)",
-     _tx, lambda v: v == "dtx", _p6, "tx1"),
+    ("transactions.p6_commit_order", "every broker commits transactions in the same order, and (a conflict run) no "
+     "committed publication reaches both the old and the new subscriber (P6, required for D-TX)",
+     _tx, lambda v: v == "dtx", _p6, "tx"),
     ("transactions.p9_no_aborts", "no transaction aborts (or, BL-WAIT, times out) in a run without explicit aborts or "
      "faults (P9)", lambda v, p9: p9, _all, _p9, "tx"),
 ]

@@ -65,6 +65,10 @@ def tx_rows(spark, run_dirs: dict[str, str]) -> dict[str, dict[str, Any]]:
         return out
     ends = read_events(spark, run_dirs, "tx_end")
     begins = read_events(spark, run_dirs, "tx_begin")
+    # a conflict run's probe transactions are not the scenario's dispatches: not measured
+    probe = F.coalesce(F.col("kind"), F.lit("dispatch")) == "probe"
+    ends = ends.join(begins.where(probe).select("run", "tx"), ["run", "tx"], "left_anti")
+    begins = begins.where(~probe)
     ok = F.col("outcome") == "committed"
     good = ok & (F.col("latency_ms") >= 0)
     agg = (ends.groupBy("run").agg(
