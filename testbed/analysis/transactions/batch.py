@@ -160,6 +160,13 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
     """P1-P7 and P9 on every run of ``run_dirs`` ({key: run directory}), batched (module doc).
 
     -> {key: [{check, passed, violations, applies, required, examples}]} in CHECKS order."""
+    from testbed.analysis.batch import ensure_ingested
+    from testbed.analysis.session import tune_for_input
+
+    ensure_ingested(spark, list(run_dirs.values()))
+    # shuffle partitions, adaptive planning, codegen for the batch's whole input (a small one: one
+    # partition, no re-planning; the session may still be tuned for the last run it ingested)
+    tune_for_input(spark, sum(p.stat().st_size for d in run_dirs.values() for p in (Path(d) / "logs").glob("*.jsonl")))
     groups: dict[tuple[str, bool], list[str]] = {}
     for k, d in run_dirs.items():
         groups.setdefault(group_key(_plan(Path(d))), []).append(k)
