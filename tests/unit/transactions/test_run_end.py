@@ -66,3 +66,26 @@ def test_all_finished_rule():
     # a node that did not answer may be one whose work is not done
     assert all_finished({"b1": ProviderError("down"), "e": st(finished=True)}) is False
     assert all_finished({"b1": {}, "e": {"node_status": None}}) is None
+
+
+def test_where_a_run_s_wall_time_went(tmp_path):
+    import json
+
+    from testbed.analysis.transactions.measure import phase_totals, run_phases
+
+    t0 = 1_700_000_000_000_000_000
+    for name, end in (("r1", 3.5), ("r2", None)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "plan.json").write_text(json.dumps({"params": {"settle": 1.0}}))
+        m = {"up_s": 0.6, "down_s": 0.2, "t0_wall_ns": t0, "duration_s": 15.0,
+             "end_wall_ns": t0 + int(((end or 15.0) + 2.1) * 1e9)}
+        if end is not None:
+            m["workload_end_s"] = end
+        (d / "manifest.json").write_text(json.dumps(m))
+    ph = run_phases(tmp_path / "r1")
+    assert ph == pytest.approx({"up_s": 0.6, "settle_s": 1.0, "workload_s": 3.5, "drain_collect_s": 2.1,
+                                "down_s": 0.2})
+    assert run_phases(tmp_path / "r2")["workload_s"] == 15.0  # no run-end condition: the planned duration
+    tot = phase_totals([tmp_path / "r1", tmp_path / "r2", tmp_path / "missing"])
+    assert tot["runs"] == 2 and tot["workload_s"] == 18.5 and tot["drain_collect_s"] == 4.2
