@@ -272,9 +272,13 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
     on_event({"kind": "workload", "phase": "start", "duration_s": plan.duration_s,
               "t0_mono": runner.t0_mono})
     try:
-        timeline = runner.run_actions(list(plan.actions), until_s=plan.duration_s + DRAIN_S)
+        # a run without scheduled faults ends when its nodes report their work done (+ the drain)
+        timeline = runner.run_actions(list(plan.actions), until_s=plan.duration_s + DRAIN_S,
+                                      end_when_finished=not plan.actions)
     finally:
         runner.stop()
+    if runner.finished_s is not None:
+        session.run.update_manifest(workload_end_s=round(runner.finished_s, 3), ended="finished")
     session.run.update_manifest(status="workload-done")
     on_event({"kind": "workload", "phase": "end"})
     return timeline

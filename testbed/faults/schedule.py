@@ -37,6 +37,26 @@ if TYPE_CHECKING:
 OnEvent = Callable[[dict[str, Any]], None]
 
 DRAIN_S = 2.0  # after the workload: time for in-flight messages before logs are collected
+FINISH_POLL_S = 0.5  # how often the controller asks the nodes whether their work is done
+
+
+def all_finished(replies: dict[str, Any]) -> bool | None:
+    """The run-end condition, from the nodes' ``status`` replies ({node: reply or error}).
+
+    A node whose work has an end (e.g. a client that runs a fixed number of transactions)
+    reports ``finished`` (a bool) in its ``node_status``; other nodes do not report it. None: no
+    node reports it (the run lasts its planned duration); else True iff every node that reports
+    it says True and no status call failed (a node that did not answer may be one of them)."""
+    flags = []
+    for r in replies.values():
+        if not isinstance(r, dict):
+            return False
+        f = (r.get("node_status") or {}).get("finished")
+        if f is not None:
+            flags.append(bool(f))
+    if not flags:
+        return None
+    return all(flags)
 
 
 def settle_s(plan: Plan) -> float:
@@ -271,6 +291,7 @@ class ScheduleRunner:
         self.t0_mono: float | None = None
         self.t0_wall_ns: int | None = None
         self.duration_s = 0.0
+        self.finished_s: float | None = None  # when every node reported its work done (end_when_finished)
 
     # -- workload start ------------------------------------------------------------
     def start_workload(self, duration_s: float, lead_s: float = 0.5) -> None:
@@ -304,8 +325,13 @@ class ScheduleRunner:
         self._stop.set()
 
     # -- the schedule ----------------------------------------------------------------
-    def run_actions(self, actions: list[Action], until_s: float | None = None) -> list[dict[str, Any]]:
-        """Fire every action at its planned time, then wait until ``until_s``. Returns the timeline."""
+    def run_actions(self, actions: list[Action], until_s: float | None = None,
+                    end_when_finished: bool = False) -> list[dict[str, Any]]:
+        """Fire every action at its planned time, then wait until ``until_s``. Returns the timeline.
+
+        ``end_when_finished``: after the last action, poll the nodes' status every FINISH_POLL_S;
+        once every node that reports ``finished`` says so (:func:`all_finished`), wait DRAIN_S more
+        and return (``finished_s`` = when), not later than ``until_s`` either way."""
         assert self.t0_mono is not None, "start_workload first"
         priority = raise_priority()
         self.run.update_manifest(schedule_priority=priority)
@@ -344,8 +370,25 @@ class ScheduleRunner:
             workers.close()
             restore_priority()
         if until_s is not None:
-            self._sleep_until(until_s)
+            if end_when_finished:
+                self._wait_finished(until_s)
+            else:
+                self._sleep_until(until_s)
         return timeline
+
+    def _wait_finished(self, until_s: float) -> None:
+        while self.now_s() < until_s:
+            if not self._sleep_until(min(until_s, max(0.0, self.now_s()) + FINISH_POLL_S)):
+                return
+            calls = [(n, "status", {}) for n in self.deployment.endpoints if n not in self.down_nodes]
+            done = all_finished(self.controls.call_many(calls))
+            if done is None:  # no node's work has an end: the planned duration
+                self._sleep_until(until_s)
+                return
+            if done:
+                self.finished_s = self.now_s()
+                self._sleep_until(min(until_s, self.finished_s + DRAIN_S))
+                return
 
     def _sleep_until(self, at_s: float) -> bool:
         target = self.t0_mono + at_s

@@ -21,8 +21,9 @@ fail; tests/unit/transactions/test_checks.py shows each failing on a broken hist
 * P8 regular traffic         the pub/sub core's checks (added from checks.pubsub)
 * P9 no aborts               none in a run without explicit aborts and faults (Figs 5-9)
 
-The conflict-run half of P6 (the §3.3 example) needs a workload with overlapping event
-spaces, which the scenario does not have (not done yet; docs/transactions.md).
+P6's second half is the §3.3 example, in a conflict run (``params.conflict``: probe
+transactions publish into the event space a dispatch moves from D to A): no committed probe
+publication is delivered to both the old subscriber (D) and the new one (A).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def outcomes(ctx: AnalysisContext) -> DataFrame:
     """-> [tx, outcome, txc]: the TXC's tx_end per transaction (first one if several)."""
     return (ctx.df("tx_end").groupBy("tx")
             .agg(F.min_by("outcome", "t_rel_s").alias("outcome"), F.min_by("client", "t_rel_s").alias("txc")))
+
+
+def dispatches(begin: DataFrame) -> DataFrame:
+    """The scenario's dispatch transactions among tx_begin (a conflict run's probes left out;
+    runs from before ``kind`` was logged have only dispatches)."""
+    return begin.where(F.coalesce(F.col("kind"), F.lit("dispatch")) != "probe")
 
 
 def op_num(col: str = "op_id"):
@@ -115,7 +122,7 @@ def check_sequential_consistency(ctx: AnalysisContext) -> CheckResult:
 # ---------------------------------------------------------------------------------- P2
 def routing_violations(begin: DataFrame, deliver: DataFrame, outs: DataFrame, every: bool) -> DataFrame:
     """-> [tx, n, expected, got] where op n of a (committed) transaction reached other clients."""
-    txs = begin.select("tx", "agent", "dispatcher")
+    txs = dispatches(begin).select("tx", "agent", "dispatcher")
     if not every:
         txs = txs.join(outs.where(F.col("outcome") == "committed").select("tx"), "tx")
     ns = txs.crossJoin(F.broadcast(begin.sparkSession.createDataFrame([(1,), (2,), (5,)], "n int")))
@@ -270,17 +277,46 @@ def commit_order_violations(phase: DataFrame) -> DataFrame:
                     F.col("x.node").alias("node_12"), F.col("y.node").alias("node_21")))
 
 
+def both_subscribers(begin: DataFrame, deliver: DataFrame, outs: DataFrame) -> DataFrame:
+    """-> [tx, op_id, dispatcher, agent]: a committed probe publication (a conflict run) delivered
+    to both the dispatch's old subscriber D and its new one A (§3.3: sub, pub, usub interleaved)."""
+    probes = (begin.where(F.col("kind") == "probe").select("tx", "dispatcher", "agent")
+              .join(outs.where(F.col("outcome") == "committed").select("tx"), "tx"))
+    got = deliver.groupBy("tx", "op_id").agg(F.collect_set("client").alias("got"))
+    return (probes.join(got, "tx")
+            .where(F.array_contains("got", F.col("dispatcher")) & F.array_contains("got", F.col("agent")))
+            .select("tx", "op_id", "dispatcher", "agent"))
+
+
+def p6_violations(phase: DataFrame, begin: DataFrame, deliver: DataFrame, outs: DataFrame) -> DataFrame:
+    """-> [tx, what]: both halves of P6 (commits in opposite orders: ``tx`` = the first of the pair)."""
+    order = commit_order_violations(phase).select(
+        F.col("tx1").alias("tx"), F.concat(F.lit("committed in opposite orders with "), F.col("tx2"), F.lit(" at "),
+                                           F.col("node_12"), F.lit(" and "), F.col("node_21")).alias("what"))
+    both = both_subscribers(begin, deliver, outs).select(
+        "tx", F.concat(F.col("op_id"), F.lit(" delivered to both the old subscriber "), F.col("dispatcher"),
+                       F.lit(" and the new one "), F.col("agent")).alias("what"))
+    return order.union(both)
+
+
 def check_commit_order(ctx: AnalysisContext) -> CheckResult:
     v = variant(ctx)
-    desc = "every broker commits transactions in the same order (P6, required for D-TX)"
+    desc = ("every broker commits transactions in the same order, and (a conflict run) no committed publication "
+            "reaches both the old and the new subscriber (P6, required for D-TX)")
     if v not in TX_VARIANTS:
         return _na("transactions.p6_commit_order", desc, f"{v}: no commits")
-    viol = commit_order_violations(ctx.df("tx_phase"))
+    viol = p6_violations(ctx.df("tx_phase"), ctx.df("tx_begin"), ctx.df("tx_deliver"), outcomes(ctx)).cache()
     n = viol.count()
     required = v == "dtx"
+    probes = ctx.df("tx_begin").where(F.col("kind") == "probe").count()
+    details = {"required": required, "violations_found": n, "probes": probes}
+    if probes:
+        details["probe_outcomes"] = {r["outcome"]: r["count"] for r in outcomes(ctx).join(
+            ctx.df("tx_begin").where(F.col("kind") == "probe").select("tx"), "tx").groupBy("outcome").count().collect()}
+        details["conflicts_flagged"] = ctx.df("tx_phase").where(F.col("conflict")).select("tx").distinct().count()
     return CheckResult(name="transactions.p6_commit_order", passed=n == 0 or not required, violations=n if required else 0,
-                       examples=summarize("x", "", viol, order=["tx1", "tx2"], count=n).examples if n else [],
-                       description=desc, details={"required": required, "opposite_pairs": n})
+                       examples=summarize("x", "", viol, order=["tx", "what"], count=n).examples if n else [],
+                       description=desc, details=details)
 
 
 # ---------------------------------------------------------------------------------- P9
@@ -296,9 +332,10 @@ def check_no_aborts(ctx: AnalysisContext) -> CheckResult:
     if lat and span["hi"] is not None and span["hi"] > span["lo"]:
         details["throughput_tx_s"] = round(len(lat) / (span["hi"] - span["lo"]), 3)
     ctx.results["transactions.summary"] = details
-    if int(params.get("abort_every") or 0) > 0 or ctx.plan.get("actions"):
+    if int(params.get("abort_every") or 0) > 0 or ctx.plan.get("actions") or params.get("conflict"):
         return CheckResult(name=name, passed=True, violations=0, description=desc,
-                           details={**details, "applies": False, "why": "explicit aborts or faults in the plan"})
+                           details={**details, "applies": False,
+                                    "why": "explicit aborts, faults or a conflict workload in the plan"})
     viol = end.where(F.col("outcome") != "committed").select("tx", "outcome", "reason")
     return summarize(name, desc, viol, order=["tx"], details=details)
 

@@ -65,6 +65,10 @@ def tx_rows(spark, run_dirs: dict[str, str]) -> dict[str, dict[str, Any]]:
         return out
     ends = read_events(spark, run_dirs, "tx_end")
     begins = read_events(spark, run_dirs, "tx_begin")
+    # a conflict run's probe transactions are not the scenario's dispatches: not measured
+    probe = F.coalesce(F.col("kind"), F.lit("dispatch")) == "probe"
+    ends = ends.join(begins.where(probe).select("run", "tx"), ["run", "tx"], "left_anti")
+    begins = begins.where(~probe)
     ok = F.col("outcome") == "committed"
     good = ok & (F.col("latency_ms") >= 0)
     agg = (ends.groupBy("run").agg(
@@ -153,6 +157,45 @@ def rate_drop(bins: dict[int, float], windows: Iterable[tuple[float, float]], bi
     cv = (statistics.stdev(allv) / statistics.fmean(allv)) if len(allv) > 1 and statistics.fmean(allv) else math.nan
     return {"in_rate": mi, "out_rate": mo, "ratio": mi / mo if mo else math.nan, "cv": cv,
             "bins_in": len(inside), "bins_out": len(outside)}
+
+
+PHASES = ("up_s", "settle_s", "workload_s", "drain_collect_s", "down_s")
+
+
+def run_phases(run_dir: str | Path) -> dict[str, float]:
+    """Where one run's wall time went, from its manifest: bring-up (``up_s``), the settle before
+    the workload, the workload (until every node reported its work done, else the planned
+    duration), the drain and log collection (to ``end_wall_ns``), the stop (``down_s``)."""
+    m = json.loads((Path(run_dir) / "manifest.json").read_text())
+    p = (_plan(run_dir).get("params") or {})
+    work = float(m.get("workload_end_s") if m.get("workload_end_s") is not None else m.get("duration_s") or 0)
+    out = {"up_s": float(m.get("up_s") or 0), "settle_s": float(p.get("settle") or 0), "workload_s": work,
+           "drain_collect_s": 0.0, "down_s": float(m.get("down_s") or 0)}
+    if m.get("end_wall_ns") and m.get("t0_wall_ns"):
+        out["drain_collect_s"] = max(0.0, (m["end_wall_ns"] - m["t0_wall_ns"]) / 1e9 - work)
+    return out
+
+
+def phase_totals(run_dirs: Iterable[str | Path]) -> dict[str, float]:
+    """:func:`run_phases` summed over runs (+ ``runs``: how many); unreadable runs are skipped."""
+    tot = dict.fromkeys(PHASES, 0.0)
+    n = 0
+    for d in run_dirs:
+        try:
+            ph = run_phases(d)
+        except (OSError, ValueError):
+            continue
+        n += 1
+        for k in PHASES:
+            tot[k] += ph[k]
+    return {"runs": n, **{k: round(v, 1) for k, v in tot.items()}}
+
+
+def pubsub_checks() -> list:
+    """The pub/sub core's checks among the transactions checks (P8, the regular traffic)."""
+    from testbed.analysis.pubsub.checks import CHECKS as PUBSUB
+
+    return list(PUBSUB)
 
 
 def check_run(spark, run_dir: str | Path, functions: Iterable[str] | None = None) -> list[dict[str, Any]]:

@@ -72,6 +72,7 @@ class Tx:
     latency_ms: float = -1.0
     timer: Any = None
     deps: list[Any] = field(default_factory=list)  # S-TX: the commit's dependencies
+    probe: bool = False  # a conflict run's concurrent publication into a dispatch's event space
 
 
 @dataclass
@@ -116,6 +117,11 @@ class ScenarioHost(Node):
         self.timeout = float(p.get("timeout") or 5.0)
         self.think = float(p.get("think") or 0.0)
         self.abort_every = int(p.get("abort_every") or 0)
+        # the §3.3 conflict workload: while a dispatch is open, its TXC thread also runs "probe"
+        # transactions, each one publication (op6) into the dispatch's event space (p, x), which
+        # the dispatch moves from D (op4) to A (op3): t1 = {sub[A](x), usub[D](x)}, t2 = {pub[E](x)}
+        self.conflict = bool(p.get("conflict")) and self.variant != "blwait"
+        self._probes: dict[tuple[str, int], int] = {}  # (TXC, thread) -> probes begun
         self.regular_rate = p.get("regular_rate")
         self.round_size = int(p.get("round_size") or 2000)
         self.round_txs = int(p.get("round_txs") or 4)
@@ -134,6 +140,8 @@ class ScenarioHost(Node):
         self.aborted = 0
         self._reg_timer: Any = None
         self._last_begin_ns = 0
+        self._started = False  # the workload began (_begin_all ran)
+        self._queues: dict[tuple[str, int], list[int]] = {}  # (TXC, thread) -> transactions not begun
         self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
         # D: standing subscriptions an open transaction's op4 removes -> (client, sid); not
         # re-issued to a restarted broker until the outcome says (abort: re-issued then)
@@ -263,17 +271,32 @@ class ScenarioHost(Node):
         await self.stop_workload()
 
     def status(self) -> dict[str, Any]:
-        return {"role": self.role, "variant": self.variant, "clients": len(self.clients),
-                "done": self.done, "committed": self.committed, "aborted": self.aborted,
-                "open": sum(1 for t in self.txs.values() if not t.ended)}
+        out = {"role": self.role, "variant": self.variant, "clients": len(self.clients),
+               "done": self.done, "committed": self.committed, "aborted": self.aborted,
+               "open": sum(1 for t in self.txs.values() if not t.ended)}
+        if self.role == "coordinator" and not self.regular_rate:
+            # the run-end condition the controller watches (faults/schedule.py all_finished): every
+            # TXC thread has begun what it will begin and every begun transaction has ended (Fig 9's
+            # open-loop regular traffic has no such end: it lasts the planned duration)
+            out["finished"] = self.finished()
+        return out
+
+    def finished(self) -> bool:
+        """The TXC's work is over: the workload started, no thread will begin another transaction
+        (its queue is empty, or the last moment to begin one has passed) and none is open."""
+        if not self._started or any(not t.ended for t in self.txs.values()):
+            return False
+        late = self.rt.mono_ns() > self._last_begin_ns
+        return late or not any(self._queues.values())
 
     # -- the TXC (E) -----------------------------------------------------------------------
     def _begin_all(self) -> None:
-        self._queues: dict[tuple[str, int], list[int]] = {}
+        self._queues = {}
         for c in self.clients:
             i = self.inst(c)
             for t, (proc, m) in enumerate(self.spaces(i)):
                 self._queues[(c, t)] = list(range(1, m + 1))
+        self._started = True
         if self.regular_rate:
             self._start_regular()
             return
@@ -291,12 +314,47 @@ class ScenarioHost(Node):
         proc = f"p{i}.{t}"
         tx = Tx(tx=f"{c}.{t}:{n}", n=n, e=c, thread=t, proc=proc, d=self.d_of(i),
                 agent=self.agents_of(i)[n % 2])
+        self._start_tx(tx)
+        getattr(self, f"_begin_{self.variant}")(tx)
+        if self.conflict:
+            self._probe(tx)
+
+    def _start_tx(self, tx: Tx) -> None:
         self.txs[tx.tx] = tx
         tx.t0 = self.rt.mono_ns()
-        self.rt.log("tx_begin", tx=tx.tx, client=c, thread=t, agent=tx.agent, dispatcher=tx.d,
-                    variant=self.variant)
+        self.rt.log("tx_begin", tx=tx.tx, client=tx.e, thread=tx.thread, agent=tx.agent, dispatcher=tx.d,
+                    variant=self.variant, kind="probe" if tx.probe else "dispatch")
         tx.timer = self.rt.call_later(self.timeout, self._on_timeout, tx.tx)
-        getattr(self, f"_begin_{self.variant}")(tx)
+
+    # the conflict workload (params.conflict): probes into an open dispatch's event space
+    def _probe(self, disp: Tx) -> None:
+        if disp.ended or not self._running:
+            return
+        key = (disp.e, disp.thread)
+        k = self._probes[key] = self._probes.get(key, 0) + 1
+        tx = Tx(tx=f"{disp.e}.{disp.thread}c:{k}", n=disp.n, e=disp.e, thread=disp.thread, proc=disp.proc,
+                d=disp.d, agent=disp.agent, probe=True)
+        self._start_tx(tx)
+        attrs = {"p": tx.proc, "x": tx.n, "v": 2}
+        if self.variant == "stx":
+            op6 = self._op(tx.tx, 6, tx.e, "pub", attrs=attrs, deps=[])
+            self._send_op(tx.e, tx.tx, op6, None, deps=[])
+            tx.deps = [[op6["id"], tx.e, "", "pub"]]
+            tx.acked, tx.latency_ms = True, 0.0
+            self._decide(tx, "committed")
+            return
+
+        def op6() -> None:
+            op = self._op(tx.tx, 6, tx.e, "pub", attrs=attrs)
+            self._send_op(tx.e, tx.tx, op, lambda: self._probe_acked(tx))
+
+        self.waiting[(tx.e, f"{tx.tx}/init")] = op6
+        self._send(tx.e, {"k": "txinit", "tx": tx.tx, "o": [f"{tx.e}.{tx.thread}c", k]})
+
+    def _probe_acked(self, tx: Tx) -> None:
+        tx.acked = True
+        tx.latency_ms = (self.rt.mono_ns() - tx.t0) / 1e6
+        self._dtx_prepare(tx)
 
     def _op(self, txid: str, n: int, c: str, kind: str, trigger: str = "", deps: list[str] | None = None,
             attrs: dict[str, Any] | None = None, f: str = "", sid: str = "") -> dict[str, Any]:
@@ -440,6 +498,11 @@ class ScenarioHost(Node):
         self._after(tx)
 
     def _after(self, tx: Tx) -> None:
+        if tx.probe:  # the next probe into the same dispatch, while it is open
+            disp = self.txs.get(self._disp_of(tx))
+            if disp is not None:
+                self._probe(disp)
+            return
         if self.regular_rate:
             self._round_left -= 1
             if self._round_left <= 0:
@@ -448,6 +511,10 @@ class ScenarioHost(Node):
                 self._later_next(tx.e, tx.thread)
             return
         self._later_next(tx.e, tx.thread)
+
+    @staticmethod
+    def _disp_of(probe: Tx) -> str:
+        return f"{probe.e}.{probe.thread}:{probe.n}"
 
     def _later_next(self, c: str, t: int) -> None:
         if self.think > 0:

@@ -10,8 +10,10 @@ Outcomes are ``committed`` or ``aborted`` (BL-WAIT: ``committed`` = A acknowledg
 from testbed.nodes.runtime.events import declare
 
 P = "transactions"
-declare("tx_begin", P, "A TXC thread began a transaction (t = the latency timer's start).",
-        tx="str", client="str", thread="int", agent="str", dispatcher="str", variant="str")
+declare("tx_begin", P, "A TXC thread began a transaction (t = the latency timer's start); kind: "
+        "'dispatch' (the scenario's five operations) or 'probe' (a conflict run's publication op6 into "
+        "the event space of the dispatch to agent/dispatcher, params.conflict).",
+        tx="str", client="str", thread="int", agent="str", dispatcher="str", variant="str", kind="str")
 declare("tx_op", P, "A client issued a transaction operation (deps: op ids it must follow; "
         "trigger: the op whose receipt made the client issue it, '' if none).",
         tx="str", op_id="str", n="int", kind="str", client="str", deps="list[str]",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictBool, StrictInt
 
 from testbed.topology.schema import StrictModel
 from testbed.topology.units import Rate, Time
@@ -46,6 +46,10 @@ class Params(StrictModel):
     ``think``         pause a TXC thread makes between two transactions.
     ``abort_every``   the TXC aborts (explicitly, instead of committing) every transaction whose
                       number is a multiple of this; 0 = never (tests the abort paths).
+    ``conflict``      the §3.3 conflict workload: while a dispatch is open, its TXC thread runs
+                      probe transactions, each a publication into the dispatch's event space
+                      (overlapping the dispatch's sub/usub); checked by P6's second half. Not
+                      for ``blwait``.
     """
 
     variant: Literal["dtx", "dtxni", "stx", "blwait"]
@@ -60,6 +64,7 @@ class Params(StrictModel):
     settle: Time = 1.0
     think: Time = 0.0
     abort_every: StrictInt = Field(default=0, ge=0)
+    conflict: StrictBool = False
 
 
 class Placement(StrictModel):

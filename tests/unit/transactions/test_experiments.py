@@ -45,6 +45,35 @@ def test_bisect_gives_up_past_the_limit_and_counts_probes():
     assert T.bisect_wait(ok, 400)[0] == 150 and calls == [400, 150, 50, 100]
 
 
+@pytest.mark.parametrize("start", [0, 50, 100, 150, 200, 400, 1000])
+@pytest.mark.parametrize("threshold", [0, 1, 50, 130, 150, 399, 900, 2000])
+def test_search_from_a_nearby_wait_gives_the_bisection_s_answer(threshold, start):
+    ok, calls = _oracle(threshold)
+    w, tried = T.search_from(ok, start)
+    assert w == T.bisect_wait(_oracle(threshold)[0], 400)[0] == math.ceil(threshold / 50) * 50
+    assert tried[w] is True and (w == 0 or tried[w - 50] is False)  # the same rule: w passes, w - 50 failed
+    assert all(c % 50 == 0 for c in calls) and len(calls) == len(set(calls))
+
+
+def test_search_from_the_right_wait_takes_two_probes():
+    ok, calls = _oracle(130)
+    assert T.search_from(ok, 150) == (150, {150: True, 100: False}) and calls == [150, 100]
+    ok, calls = _oracle(130)
+    assert T.search_from(ok, 100)[0] == 150 and calls == [100, 150]
+    ok, calls = _oracle(10**6)
+    assert T.search_from(ok, 400, limit=3200)[0] is None and calls == [400, 450, 550, 750, 1150, 1950, 3200]
+
+
+def test_the_nearest_configuration_s_wait():
+    found = {"line3": 150, "tree9": 200, "t5": 100, "i10": None}
+    assert T.nearest_wait("tree5", found) == 150  # overlays: 3 and 9 are 2 and 4 away from 5
+    assert T.nearest_wait("single", found) == 150
+    assert T.nearest_wait("t10", found) == 100  # the same family first
+    assert T.nearest_wait("i5", found) == 150  # no instance count found yet: the line of 3
+    assert T.nearest_wait("line3", {"line3": 150}) is None  # not its own
+    assert T.nearest_wait("line3", {}) is None
+
+
 def test_a_reproduce_plan_names_its_point():
     path = str(topologies.find("transactions", "reproduce.yaml"))
     sv = {"scale": "quick", "variant": "blwait", "overlay": "tree5", "placement": 2, "threads": 5,

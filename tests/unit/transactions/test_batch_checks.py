@@ -1,0 +1,72 @@
+"""The batched checks (analysis/transactions/batch.py): many runs' histories in one Spark job per
+check give each run the verdict the per-run checks give it: a broken run fails, with examples
+naming its own ids, and the good runs beside it pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+from testbed.analysis.transactions.batch import check_runs
+from testbed.experiments import topologies
+from tests.unit.pubsub.harness import WALL0
+
+from .test_checks import failed, history
+
+pytestmark = pytest.mark.spark
+
+
+def write_run(root: Path, name: str, variant: str, logs: list[dict], **params) -> str:
+    """A run directory as the local provider leaves it: plan.json (reproduce.yaml's line of 3, the
+    harness's node names), manifest.json, logs/<node>.jsonl."""
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    [plan] = [p for p in api.plans(path, {"variant": variant, "transactions": 3}, "local") if p.repeat_index == 0]
+    d = plan.to_dict()
+    d["params"].update(params)
+    run = root / name
+    (run / "logs").mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps(d))
+    (run / "manifest.json").write_text(json.dumps({"run_id": name, "t0_wall_ns": WALL0, "clock_offsets": {},
+                                                   "duration_s": 6.0, "timeline": []}))
+    by_node: dict[str, list[str]] = {}
+    for r in logs:
+        by_node.setdefault(r["node"], []).append(json.dumps(r))
+    for n, lines in by_node.items():
+        (run / "logs" / f"{n}.jsonl").write_text("\n".join(lines) + "\n")
+    return str(run)
+
+
+def test_batched_checks_give_every_run_its_own_verdict(spark, tmp_path):
+    runs = {}
+    for v in ("dtx", "stx", "blwait"):
+        runs[f"{v}-good"] = write_run(tmp_path, f"run-{v}-good", v, history(v))
+    # a second D-TX run whose b1 processed op5 before op3 of e-0.0:2 (P1), and the same ids as the
+    # good D-TX run: only the namespacing keeps them apart
+    bad = history("dtx")
+    procs = {int(r["op_id"].rsplit("/", 1)[1]): r for r in bad
+             if r["ev"] == "tx_proc" and r["node"] == "b1" and r["tx"] == "e-0.0:2"}
+    procs[3]["k"], procs[5]["k"] = procs[5]["k"], procs[3]["k"]
+    runs["dtx-bad"] = write_run(tmp_path, "run-dtx-bad", "dtx", bad)
+    # a D-TXNI run with explicit aborts whose aborted op3 subscription stayed in b1's table (P5)
+    leak = history("dtxni", abort_every=2)
+    [r for r in leak if r["ev"] == "tx_tables" and r["node"] == "b1"][-1]["prt"]["e-0.0:2/3"] = "b2"
+    runs["dtxni-leak"] = write_run(tmp_path, "run-dtxni-leak", "dtxni", leak, abort_every=2)
+
+    res = check_runs(spark, runs)
+    bad_of = {k: {c["check"] for c in rs if not c["passed"]} for k, rs in res.items()}
+    assert bad_of == {"dtx-good": set(), "stx-good": set(), "blwait-good": set(),
+                      "dtx-bad": {"transactions.p1_order"}, "dtxni-leak": {"transactions.p5_tables"}}
+    # the same verdicts as the per-run checks
+    assert set(failed(spark, bad, "dtx")) == {"transactions.p1_order"}
+    p1 = next(c for c in res["dtx-bad"] if c["check"] == "transactions.p1_order")
+    assert any(json.loads(e)["node"] == "b1" and json.loads(e)["a"] == "e-0.0:2/3" for e in p1["examples"])
+    p5 = next(c for c in res["dtxni-leak"] if c["check"] == "transactions.p5_tables")
+    assert p5["violations"] == 1 and json.loads(p5["examples"][0])["sub_id"] == "e-0.0:2/3"
+    # what does not apply is said so: BL-WAIT has no tx_proc; P9 not with explicit aborts
+    by = {c["check"]: c for c in res["blwait-good"]}
+    assert by["transactions.p1_order"]["applies"] is False and by["transactions.p2_routing"]["applies"] is True
+    assert next(c for c in res["dtxni-leak"] if c["check"] == "transactions.p9_no_aborts")["applies"] is False
+    assert all(len(rs) == 7 for rs in res.values())
