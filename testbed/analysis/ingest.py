@@ -274,10 +274,18 @@ def _fast_json(data: list[bytes], schema):
     return tbl if tbl.num_rows == len(data) else None
 
 
-def _to_text(v: Any) -> str:
-    import json
+_ENCODE = None
 
-    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+def _to_text(v: Any) -> str:
+    global _ENCODE
+    if isinstance(v, str):
+        return v
+    if _ENCODE is None:
+        import json
+
+        _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    return _ENCODE(v)
 
 
 def convert(v: Any, ty: str) -> Any:
@@ -362,10 +370,19 @@ def _blocks(path: Path):
 
 
 class _Converter:
-    """Lines of one run -> Arrow tables into a :class:`_Sink`, with the report's tallies."""
+    """Lines of one run -> Arrow tables into a :class:`_Sink`, with the report's tallies.
+
+    A block is parsed once by pyarrow with the union of every event type's fields (those declared
+    with one type across the registry; ``json`` fields and names declared with different types by
+    different event types are left out), then split by ``ev``. The fields left out are parsed per
+    event type afterwards (only for the types that have them: a ``json`` field costs a Python
+    ``json.loads`` of its lines). A block the union parse refuses (a torn line, a field of the
+    wrong type, an undeclared field clashing with a declared one) takes :meth:`_by_type`: header
+    first, then each type's own schema, line by line in Python where pyarrow refuses again.
+    """
 
     def __init__(self, registry: dict[str, EventType], nodes, offsets: dict[str, int], sink: _Sink,
-                 report: IngestReport):
+                 report: IngestReport, protocols: set[str] | None = None):
         import pyarrow as pa
 
         self.registry, self.sink, self.report = registry, sink, report
@@ -374,138 +391,196 @@ class _Converter:
         self.offsets = offsets
         self.nodes_seen: set[str] = set()
         self.t_min: int | None = None
-        self.header = pa.schema([pa.field(k, arrow_type(v)) for k, v in COMMON_FIELDS.items()])
-        self.fast_schema = {}
+        common = [pa.field(k, arrow_type(v)) for k, v in COMMON_FIELDS.items()]
+        self.header = pa.schema(common)
+        types: dict[str, set[str]] = {}
+        # the union covers the run's expected event types (``protocols``: its own, what it builds on,
+        # the runtime's); another type's lines parse with their own schema after the split
+        for et in registry.values():
+            if protocols is None or et.protocol in protocols:
+                for k, v in et.fields.items():
+                    types.setdefault(k, set()).add(v)
+        self.shared = {k: next(iter(v)) for k, v in types.items() if len(v) == 1 and v != {"json"}}
+        self.union = pa.schema(common + [pa.field(k, arrow_type(v)) for k, v in sorted(self.shared.items())])
+        self.fast_schema = {}  # per type: every non-json field (the per-type parse)
         for name, et in registry.items():
-            flds = [pa.field(k, arrow_type(v)) for k, v in COMMON_FIELDS.items()]
-            flds += [pa.field(k, arrow_type(v)) for k, v in et.fields.items() if v != "json"]
-            self.fast_schema[name] = pa.schema(flds)
+            self.fast_schema[name] = pa.schema(common + [pa.field(k, arrow_type(v)) for k, v in et.fields.items()
+                                                         if v != "json"])
 
-    # header: (t, m, node, ev) columns as Python lists, bad = indices of malformed lines
     def block(self, fname: str, block: bytes) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         lines = [x for x in block.split(b"\n") if x.strip()]
         if not lines:
             return
         self.report.lines += len(lines)
+        tbl = _fast_json(lines, self.union)
+        if tbl is None:
+            self._by_type(fname, lines)
+            return
+        bad = pc.or_kleene(pc.or_kleene(pc.is_null(tbl.column("t")), pc.is_null(tbl.column("node"))),
+                           pc.is_null(tbl.column("ev")))
+        if pc.any(bad).as_py():
+            bad_np = bad.to_numpy(zero_copy_only=False)
+            self._malformed(fname, [lines[i] for i in np.flatnonzero(bad_np)])
+            keep = np.flatnonzero(~bad_np)
+            tbl = tbl.take(pa.array(keep))
+            lines = [lines[i] for i in keep]
+            if not lines:
+                return
+        enc = pc.dictionary_encode(tbl.column("ev").combine_chunks())
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        for code, e in enumerate(enc.dictionary.to_pylist()):
+            idx = np.flatnonzero(codes == code)
+            whole = len(idx) == len(lines)
+            et = self.registry.get(e)
+            need = ["t", "m", "node"] + ([k for k in et.fields if k in self.shared] if et is not None else [])
+            sub = tbl.select(need) if whole else tbl.select(need).take(pa.array(idx))
+            sub_lines = lines if whole else [lines[i] for i in idx]
+            if et is None:
+                self._unknown(fname, e, sub, sub_lines)
+                continue
+            cols = {k: sub.column(k) for k in et.fields if k in self.shared}
+            rest = [k for k in et.fields if k not in cols]
+            if rest:
+                cols.update(self._fields(et, sub_lines, rest, None))
+            self._event(fname, et, sub, cols)
+
+    def _fields(self, et: EventType, lines: list[bytes], names: list[str], objs) -> dict[str, Any]:
+        """The fields ``names`` of ``et`` from its lines: pyarrow for the plain ones, Python for ``json``
+        fields and whatever pyarrow refuses (``objs``: the lines already decoded, or None)."""
+        import json
+
+        import pyarrow as pa
+
+        out: dict[str, Any] = {}
+        plain = [k for k in names if et.fields[k] != "json"]
+        if plain and objs is None:
+            fast = _fast_json(lines, self.fast_schema[et.name])
+            if fast is not None:
+                out = {k: fast.column(k) for k in plain}
+        left = [k for k in names if k not in out]
+        if left:
+            if objs is None:
+                objs = [json.loads(x) for x in lines]  # the header parsed: every line is a JSON object
+            for k in left:
+                ty = et.fields[k]
+                out[k] = pa.array([convert(d.get(k), ty) for d in objs], arrow_type(ty))
+        return out
+
+    def _by_type(self, fname: str, lines: list[bytes]) -> None:
+        """The slow path of a block: the header, then each type's own parse (see the class doc)."""
+        import json
+
+        import pyarrow as pa
+
         head = _fast_json(lines, self.header)
+        objs: list | None = None
         if head is not None:
             t, m, node, ev = (head.column(k).to_pylist() for k in ("t", "m", "node", "ev"))
-            objs = None
         else:
-            t, m, node, ev, objs = self._slow_header(lines)
+            t, m, node, ev, objs = [], [], [], [], []
+            for x in lines:
+                try:
+                    d = json.loads(x)
+                except ValueError:
+                    d = None
+                if not isinstance(d, dict) or type(d.get("t")) is not int or d.get("node") is None \
+                        or d.get("ev") is None:
+                    t.append(None), m.append(None), node.append(None), ev.append(None), objs.append(None)
+                    continue
+                t.append(d["t"]), m.append(convert(d.get("m"), "int"))
+                node.append(_to_text(d["node"])), ev.append(_to_text(d["ev"])), objs.append(d)
         groups: dict[str, list[int]] = {}
         bad: list[int] = []
         for i, e in enumerate(ev):
             if e is None or t[i] is None or node[i] is None:
                 bad.append(i)
             else:
-                g = groups.get(e)
-                if g is None:
-                    g = groups[e] = []
-                g.append(i)
+                groups.setdefault(e, []).append(i)
         if bad:
-            self.report.malformed += len(bad)
-            self.report.malformed_by_file[fname] = self.report.malformed_by_file.get(fname, 0) + len(bad)
-            raw = [lines[i].decode("utf-8", "replace") for i in bad]
-            for r in raw[: max(0, 5 - len(self.report.malformed_examples))]:
-                self.report.malformed_examples.append({"file": fname, "line": r[:120]})
-            self._emit(MALFORMED, fname, None, None, None, None, {"raw": raw}, None)
+            self._malformed(fname, [lines[i] for i in bad])
         for e, idx in groups.items():
-            bt = [t[i] for i in idx]
-            bnode = [node[i] for i in idx]
-            self.nodes_seen.update(bnode)
-            low = min(bt)
-            self.t_min = low if self.t_min is None or low < self.t_min else self.t_min
+            sub = pa.table({"t": pa.array([t[i] for i in idx], pa.int64()), "m": pa.array([m[i] for i in idx], pa.int64()),
+                            "node": pa.array([node[i] for i in idx], pa.string())})
+            sub_lines = [lines[i] for i in idx]
             et = self.registry.get(e)
             if et is None:
-                self.report.unknown[e] = self.report.unknown.get(e, 0) + len(idx)
-                self._emit(UNKNOWN, fname, e, bt, [m[i] for i in idx], bnode,
-                           {"raw": [lines[i].decode("utf-8", "replace") for i in idx]}, None)
+                self._unknown(fname, e, sub, sub_lines)
                 continue
-            self.report.events[e] = self.report.events.get(e, 0) + len(idx)
-            sub = [lines[i] for i in idx] if len(idx) < len(lines) else lines
-            self._emit_event(fname, et, sub, bt, [m[i] for i in idx], bnode,
-                             None if objs is None else [objs[i] for i in idx])
+            self._event(fname, et, sub, self._fields(et, sub_lines, list(et.fields),
+                                                     None if objs is None else [objs[i] for i in idx]))
 
-    @staticmethod
-    def _slow_header(lines: list[bytes]):
-        import json
-
-        t, m, node, ev, objs = [], [], [], [], []
-        for x in lines:
-            try:
-                d = json.loads(x)
-            except ValueError:
-                d = None
-            if not isinstance(d, dict) or type(d.get("t")) is not int or d.get("node") is None or d.get("ev") is None:
-                t.append(None), m.append(None), node.append(None), ev.append(None), objs.append(None)
-                continue
-            t.append(d["t"])
-            m.append(convert(d.get("m"), "int"))
-            node.append(_to_text(d["node"]))
-            ev.append(_to_text(d["ev"]))
-            objs.append(d)
-        return t, m, node, ev, objs
-
-    def _emit_event(self, fname: str, et: EventType, lines: list[bytes], t, m, node, objs) -> None:
-        import json
-
+    def _malformed(self, fname: str, bad: list[bytes]) -> None:
         import pyarrow as pa
 
-        cols: dict[str, Any] = {}
-        jsonf = [k for k, v in et.fields.items() if v == "json"]
-        fast = _fast_json(lines, self.fast_schema[et.name]) if objs is None else None
-        if fast is not None:
-            for k, v in et.fields.items():
-                if v != "json":
-                    cols[k] = fast.column(k)
-        if fast is None or jsonf:
-            if objs is None:
-                objs = [json.loads(x) for x in lines]  # the header parsed: every line is a JSON object
-            want = jsonf if fast is not None else list(et.fields)
-            for k in want:
-                ty = et.fields[k]
-                cols[k] = pa.array([convert(d.get(k), ty) for d in objs], arrow_type(ty))
-        struct = pa.StructArray.from_arrays([cols[k] if not isinstance(cols[k], pa.ChunkedArray)
-                                             else cols[k].combine_chunks() for k in et.fields],
-                                            fields=list(_arrow_fields(et))) if et.fields else None
-        self._emit(et.name, fname, et.name, t, m, node, None, (et, struct, len(t)))
+        self.report.malformed += len(bad)
+        self.report.malformed_by_file[fname] = self.report.malformed_by_file.get(fname, 0) + len(bad)
+        raw = [x.decode("utf-8", "replace") for x in bad]
+        for r in raw[: max(0, 5 - len(self.report.malformed_examples))]:
+            self.report.malformed_examples.append({"file": fname, "line": r[:120]})
+        n = len(raw)
+        schema = _stored_arrow_schema(None)
+        arrays = [pa.repeat(pa.scalar(fname, pa.string()), n)]
+        arrays += [pa.nulls(n, f.type) for f in list(schema)[1:-1]]
+        arrays.append(pa.array(raw, pa.string()))
+        self.sink.add(MALFORMED, pa.Table.from_arrays(arrays, schema=schema))
 
-    def _emit(self, key: str, fname: str, ev: str | None, t, m, node, raw: dict | None, event) -> None:
+    def _unknown(self, fname: str, ev: str, sub, lines: list[bytes]) -> None:
         import pyarrow as pa
 
-        n = len(raw["raw"]) if raw is not None else event[2]
-        if node is None:
-            host = site = t_corr = None
-        else:
-            host = [self.host_of.get(x) for x in node]
-            site = [self.site_of.get(x) for x in node]
-            t_corr = [tt - self.offsets.get(h, 0) for tt, h in zip(t, host)] if self.offsets else t
-        et = event[0] if event is not None else None
+        self.report.unknown[ev] = self.report.unknown.get(ev, 0) + len(lines)
+        raw = pa.array([x.decode("utf-8", "replace") for x in lines], pa.string())
+        self.sink.add(UNKNOWN, self._table(fname, ev, sub, raw, _stored_arrow_schema(None)))
+
+    def _event(self, fname: str, et: EventType, sub, cols: dict[str, Any]) -> None:
+        import pyarrow as pa
+
+        self.report.events[et.name] = self.report.events.get(et.name, 0) + sub.num_rows
         schema = _stored_arrow_schema(et)
-        arrays = [pa.repeat(pa.scalar(fname, pa.string()), n),
-                  pa.repeat(pa.scalar(ev, pa.string()), n),
-                  pa.array(t, pa.int64()) if t is not None else pa.nulls(n, pa.int64()),
-                  pa.array(m, pa.int64()) if m is not None else pa.nulls(n, pa.int64()),
-                  pa.array(node, pa.string()) if node is not None else pa.nulls(n, pa.string()),
-                  pa.array(host, pa.string()) if host is not None else pa.nulls(n, pa.string()),
-                  pa.array(site, pa.string()) if site is not None else pa.nulls(n, pa.string()),
-                  pa.array(t_corr, pa.int64()) if t_corr is not None else pa.nulls(n, pa.int64())]
-        if event is not None:
-            if event[1] is not None:
-                arrays.append(event[1])
-        else:
-            arrays.append(pa.array(raw["raw"], pa.string()))
-        self.sink.add(key, pa.Table.from_arrays(arrays, schema=schema))
+        last = None
+        if et.fields:
+            arrs = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in (cols[k] for k in et.fields)]
+            last = pa.StructArray.from_arrays(arrs, fields=list(_arrow_fields(et)))
+        self.sink.add(et.name, self._table(fname, et.name, sub, last, schema))
+
+    def _table(self, fname: str, ev: str, sub, last, schema):
+        """file, ev_name, t, m, node, host, site, t_corr (+ ``last``: the struct or ``raw``)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = sub.num_rows
+        t = sub.column("t").combine_chunks()
+        node = sub.column("node").combine_chunks()
+        enc = pc.dictionary_encode(node)
+        names = enc.dictionary.to_pylist()
+        self.nodes_seen.update(names)
+        low = pc.min(t).as_py()
+        if low is not None and (self.t_min is None or low < self.t_min):
+            self.t_min = low
+        hosts = [self.host_of.get(x) for x in names]
+        host = pc.take(pa.array(hosts, pa.string()), enc.indices)
+        site = pc.take(pa.array([self.site_of.get(x) for x in names], pa.string()), enc.indices)
+        offs = [self.offsets.get(h, 0) if h is not None else 0 for h in hosts]
+        t_corr = pc.subtract(t, pc.take(pa.array(offs, pa.int64()), enc.indices)) if any(offs) else t
+        arrays = [pa.repeat(pa.scalar(fname, pa.string()), n), pa.repeat(pa.scalar(ev, pa.string()), n),
+                  t, sub.column("m").combine_chunks(), node, host, site, t_corr]
+        if last is not None:
+            arrays.append(last)
+        return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def convert_logs(logs: list[Path], out: Path, registry: dict[str, EventType], nodes, offsets: dict[str, int],
-                 report: IngestReport) -> int | None:
+                 report: IngestReport, protocol: str | None = None) -> int | None:
     """Every log, streamed block by block, into Parquet under ``out/<ev>/``, ``out/_unknown/`` and
     ``out/_malformed/``; fills ``report``; returns the earliest ``t`` of an event line (or None).
     Memory is bounded by a block and the rows buffered per event type, not by the run's size."""
     sink = _Sink(out)
-    conv = _Converter(registry, nodes, offsets, sink, report)
+    from testbed.protocols import run_event_protocols
+
+    conv = _Converter(registry, nodes, offsets, sink, report, run_event_protocols(protocol))
     try:
         for p in logs:
             for block in _blocks(p):
@@ -517,21 +592,12 @@ def convert_logs(logs: list[Path], out: Path, registry: dict[str, EventType], no
     return conv.t_min
 
 
-def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reuse: bool = True) -> Ingested:
-    """Read ``run_dir/logs/*.jsonl`` into one DataFrame per event type present.
-
-    The logs are converted to Parquet in this process with pyarrow (:func:`convert_logs`: streamed
-    per file in blocks, explicit schemas from the registry, host/site/t_corr added) under
-    ``analysis/parquet/<ev>/``; Spark then reads Parquet only. With ``reuse`` (default) a run
-    whose inputs did not change since its last ingest (same :func:`fingerprint`) is not parsed
-    again: ``.report.reused`` is true.
-
-    ``write=False`` stores nothing in the run directory: the Parquet goes to a temporary
-    directory removed when the process exits.
-    """
-    import atexit
+def ensure_parquet(run_dir: str | Path, *, reuse: bool = True, target: Path | None = None) -> tuple[dict[str, Any], IngestReport]:
+    """The run's stored Parquet, made from its logs when missing or stale (no Spark: pyarrow in this
+    process). Returns the stored metadata (``_ingest.json``: t0, fingerprint, report) and the report
+    (``.reused`` true when the stored Parquet was current). ``target``: write there instead of the
+    run's ``analysis/parquet/`` (never reused)."""
     import json
-    import tempfile
 
     run = Path(run_dir)
     logs = sorted((run / "logs").glob("*.jsonl"))
@@ -542,37 +608,58 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
     registry = all_events()
     pq_root = run / "analysis" / "parquet"
     fp = fingerprint(logs, plan_dict, manifest, registry)
-    if write and reuse:
+    if target is None and reuse:
         old = _read_meta(pq_root)
         if old is not None and old.get("fingerprint") == fp:
-            out = Ingested(load_parquet(spark, run, meta=old))
             known = IngestReport.__dataclass_fields__
-            out.report = IngestReport(**{k: v for k, v in old["report"].items() if k in known})
-            out.report.reused = True
-            return out
+            report = IngestReport(**{k: v for k, v in old["report"].items() if k in known})
+            report.reused = True
+            return old, report
 
     report = IngestReport(files=len(logs), input_bytes=sum(p.stat().st_size for p in logs))
     nodes = node_places(plan_dict)
-    if write:
-        if pq_root.exists():
-            shutil.rmtree(pq_root)
-        target = pq_root
-    else:
-        target = Path(tempfile.mkdtemp(prefix="testbed-ingest-")) / "parquet"
-        atexit.register(shutil.rmtree, target.parent, True)
+    target = pq_root if target is None else target
+    if target.exists():
+        shutil.rmtree(target)
     staging = target.parent / (target.name + ".staging")
     if staging.exists():
         shutil.rmtree(staging)
-    t_min = convert_logs(logs, staging, registry, nodes, clock_offsets(manifest), report)
-    staging.rename(target) if staging.exists() else target.mkdir(parents=True)
+    t_min = convert_logs(logs, staging, registry, nodes, clock_offsets(manifest), report, plan_dict.get("protocol"))
+    staging.mkdir(parents=True, exist_ok=True)
     t0 = manifest.get("t0_wall_ns")
     if t0 is None:
         t0, report.t0_source = int(t_min or 0), "first event (manifest has no t0_wall_ns)"
     report.t0_wall_ns = int(t0)
     meta = {"format": FORMAT, "fingerprint": fp, "t0_wall_ns": report.t0_wall_ns,
             "inline": sorted(report.events), "report": report.to_dict()}
-    (target / META).write_text(json.dumps(meta, indent=1) + "\n")
-    out = Ingested(_load(spark, target, meta))
+    (staging / META).write_text(json.dumps(meta, indent=1) + "\n")
+    staging.rename(target)
+    return meta, report
+
+
+def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reuse: bool = True) -> Ingested:
+    """Read ``run_dir/logs/*.jsonl`` into one DataFrame per event type present.
+
+    The logs are converted to Parquet in this process with pyarrow (:func:`ensure_parquet`,
+    :func:`convert_logs`: streamed per file in blocks, explicit schemas from the registry,
+    host/site/t_corr added) under ``analysis/parquet/<ev>/``; Spark then reads Parquet only. With
+    ``reuse`` (default) a run whose inputs did not change since its last ingest (same
+    :func:`fingerprint`) is not parsed again: ``.report.reused`` is true.
+
+    ``write=False`` stores nothing in the run directory: the Parquet goes to a temporary
+    directory removed when the process exits.
+    """
+    import atexit
+    import tempfile
+
+    target = None
+    if not write:
+        tmp = Path(tempfile.mkdtemp(prefix="testbed-ingest-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        target = tmp / "parquet"
+    meta, report = ensure_parquet(run_dir, reuse=reuse, target=target)
+    root = target if target is not None else Path(run_dir) / "analysis" / "parquet"
+    out = Ingested(_load(spark, root, meta))
     out.report = report
     return out
 
