@@ -73,7 +73,7 @@ def compare(a: Path, b: Path) -> int:
                 bad += 1
                 only_a, only_b = set(p["rows"]) - set(q["rows"]), set(q["rows"]) - set(p["rows"])
                 print(f.name, t, "rows differ", len(p["rows"]), len(q["rows"]), sorted(only_a)[:2], sorted(only_b)[:2])
-        print(f"{x['run']}: {len(x['types'])} event types, {sum(len(v['rows']) for v in x['types'].values())} rows")
+        print(f"{x.get('run', f.name)}: {len(x['types'])} event types, {sum(len(v['rows']) for v in x['types'].values())} rows")
     print(f"differences: {bad}")
     return 1 if bad else 0
 
