@@ -44,6 +44,7 @@ def main() -> None:
                                                   "(same rate, duration, subscribers): no regeneration")
     ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
                                                      "what `testbed analyze` uses for logs over 256 MB)")
+    ap.add_argument("--out", default="analysis.json", help="result file name under benchmarks/results/")
     args = ap.parse_args()
 
     t = time.monotonic()
@@ -152,7 +153,7 @@ def main() -> None:
               f"({slope['marginal_events_per_s']} events/s marginal)")
     load = os.getloadavg()
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-    out = HERE / "results" / "analysis.json"
+    out = HERE / "results" / args.out
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"spark_startup_s": round(startup, 2), "master": "local[2]",
                                "duration_s": args.duration, "java_opts": args.java_opts, "runs": rows, "slope": slope, "batch": batch,
