@@ -170,6 +170,19 @@ def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
     return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
 
 
+def fault_columns(pub_s, windows: list[tuple[int, float, float, str]]):
+    """(fault, fault_source) as column expressions of ``pub_s``: the lowest-index fault whose window
+    [lo, hi] contains it (null: none), as :func:`attribute_to_faults` joins, without a join."""
+    fault = source = None
+    for f, lo, hi, src in sorted(windows, reverse=True):  # the lowest index is the outermost when
+        hit = (pub_s >= F.lit(lo)) & (pub_s <= F.lit(hi))
+        fault = F.when(hit, F.lit(f)).otherwise(fault if fault is not None else F.lit(None))
+        source = F.when(hit, F.lit(src)).otherwise(source if source is not None else F.lit(None))
+    if fault is None:
+        return F.lit(None).cast("int"), F.lit(None).cast("string")
+    return fault.cast("int"), source.cast("string")
+
+
 # -- checks ---------------------------------------------------------------------------
 def _pairs(ctx: AnalysisContext) -> DataFrame:
     """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
@@ -223,15 +236,24 @@ def check_fifo(ctx: AnalysisContext) -> CheckResult:
 def check_completeness(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
     expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
-                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
-    missing = attribute_to_faults(missing_deliveries(expected, _pairs(ctx)), ctx.windows_df()).cache()
-    n_expected = expected.count()
-    tally = missing.groupBy("fault", "fault_source").count().collect()  # one job: by fault, and unattributed
+                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+    got = _pairs(ctx).select("client", "pub_id", F.lit(True).alias("_got"))
+    fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+    judged = (expected.join(got, on=["client", "pub_id"], how="left")
+              .select("client", "pub_id", "publisher", "pub_s", F.col("_got").isNotNull().alias("_got"),
+                      fault.alias("fault"), source.alias("fault_source")))
+    # one job: the expected pairs, and the missing ones by fault (null: unattributed)
+    tally = (judged.groupBy("_got", F.when(~F.col("_got"), F.col("fault")).alias("fault"),
+                            F.when(~F.col("_got"), F.col("fault_source")).alias("fault_source"))
+             .count().collect())
+    n_expected = sum(r["count"] for r in tally)
+    miss = [r for r in tally if not r["_got"]]
     by_fault = {int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
-                for r in tally if r["fault"] is not None}
+                for r in miss if r["fault"] is not None}
     attributed = sum(v["count"] for v in by_fault.values())
-    unattributed = missing.where(F.col("fault").isNull()).select("client", "pub_id", "publisher", "pub_s")
-    n_un = sum(r["count"] for r in tally if r["fault"] is None)
+    unattributed = judged.where(~F.col("_got") & F.col("fault").isNull()).select("client", "pub_id", "publisher",
+                                                                                "pub_s")
+    n_un = sum(r["count"] for r in miss if r["fault"] is None)
     details = {
         "expected": n_expected,
         "delivered": n_expected - n_un - attributed,
@@ -248,8 +270,6 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
                   count=n_un)
     if errors:
         r.passed = False
-    expected.unpersist()
-    missing.unpersist()
     return r
 
 
