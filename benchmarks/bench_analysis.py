@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ def main() -> None:
                                                   "(same rate, duration, subscribers): no regeneration")
     ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
                                                      "what `testbed analyze` uses for logs over 256 MB)")
+    ap.add_argument("--out", default="analysis.json", help="result file name under benchmarks/results/")
     args = ap.parse_args()
 
     t = time.monotonic()
@@ -59,7 +61,9 @@ def main() -> None:
             gen_s = time.monotonic() - t
             phases: dict[str, float] = {}
             cpu: dict[str, float] = {}
+            py_cpu: dict[str, float] = {}
             last_cpu = [_jvm_cpu_s(spark)]
+            last_py = [time.process_time()]
 
             def progress(line: str) -> None:
                 m = re.match(r"(\w+)(?: (\w+))?:.*?([\d.]+) s(?: total)?\)", line)
@@ -70,17 +74,27 @@ def main() -> None:
                     if name != "report" and now is not None:
                         cpu[name] = round(now - last_cpu[0], 1)
                         last_cpu[0] = now
+                    if name != "report":
+                        py_cpu[name] = round(time.process_time() - last_py[0], 1)
+                        last_py[0] = time.process_time()
 
             t = time.monotonic()
             cpu0 = _jvm_cpu_s(spark)
+            py0 = time.process_time()
+            last_cpu[0], last_py[0] = cpu0, py0
             res = analyze(syn.path, spark=spark, progress=progress, reuse=False)  # parse (a kept run has Parquet)
             total = time.monotonic() - t
             jvm_cpu = None if cpu0 is None else round(_jvm_cpu_s(spark) - cpu0, 1)
+            driver_cpu = round(time.process_time() - py0, 1)
             row = {"rate_per_publisher": rate, "events": syn.events, "deliveries": syn.deliveries,
                    "input_mb": round(res.ingest.get("input_bytes", 0) / 1e6, 1),
                    "generate_s": round(gen_s, 2), "analyze_s": round(total, 2),
                    "events_per_s": round(syn.events / total), "phases_s": phases,
                    "jvm_cpu_s": jvm_cpu, "phases_jvm_cpu_s": dict(cpu),
+                   # the Python driver's own CPU (the pyarrow ingest runs there, not in the JVM)
+                   "driver_cpu_s": driver_cpu, "phases_driver_cpu_s": dict(py_cpu),
+                   "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                   "load_average_after": [round(x, 2) for x in os.getloadavg()],
                    "checks_passed": sum(c.passed for c in res.checks), "checks": len(res.checks),
                    "verdicts": {c.name: [c.passed, c.violations, c.attributed] for c in res.checks}}
             if i == 0:  # re-analysis of an unchanged run: the stored Parquet is reused
@@ -96,7 +110,8 @@ def main() -> None:
             rows.append(row)
             print(f"{syn.events:>8} events ({syn.deliveries} deliveries): analyze {total:6.2f} s "
                   f"({row['events_per_s']} events/s)  phases {row['phases_s']}  JVM CPU {jvm_cpu} s "
-                  f"{row['phases_jvm_cpu_s']}"
+                  f"{row['phases_jvm_cpu_s']}  driver CPU {driver_cpu} s {row['phases_driver_cpu_s']} "
+                  f"peak RSS {row['driver_peak_rss_mb']} MB  load {row['load_average_after']}"
                   + (f"  re-analysis {row['reanalyze_s']} s (reused Parquet: {row['reanalyze_reused_parquet']})"
                      if "reanalyze_s" in row else ""))
         batch = None
@@ -138,7 +153,7 @@ def main() -> None:
               f"({slope['marginal_events_per_s']} events/s marginal)")
     load = os.getloadavg()
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
-    out = HERE / "results" / "analysis.json"
+    out = HERE / "results" / args.out
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"spark_startup_s": round(startup, 2), "master": "local[2]",
                                "duration_s": args.duration, "java_opts": args.java_opts, "runs": rows, "slope": slope, "batch": batch,

@@ -30,17 +30,14 @@ from testbed.errors import AnalysisError
 
 def ensure_ingested(spark: SparkSession, run_dirs: list[str | Path]) -> dict[str, dict]:
     """{run_id: stored-ingest metadata} for every run (ingesting those whose Parquet is missing or stale)."""
-    from testbed.analysis.ingest import _read_meta, ingest
+    from testbed.analysis.ingest import ensure_parquet
 
     out: dict[str, dict] = {}
     for d in run_dirs:
         p = Path(d).resolve()
         if p.name in out:
             raise AnalysisError(f"{p}: two runs named {p.name!r} in one batch (run ids must be unique)")
-        ingest(spark, p)  # reuses current Parquet: no Spark job then
-        meta = _read_meta(p / "analysis" / "parquet")
-        if meta is None:
-            raise AnalysisError(f"{p}: ingest left no analysis/parquet/{'_ingest.json'}")
+        meta, _ = ensure_parquet(p)  # reuses current Parquet; else converts the logs (no Spark job)
         out[p.name] = {**meta, "path": p}
     return out
 
@@ -88,20 +85,17 @@ def _lit_map(d: dict[str, int]):
 
 
 def read_events(spark, run_dirs: dict[str, str], ev: str):
-    """Every ``ev`` line of the given runs' logs (one scan of their JSON lines, no ingest), typed by the
-    event registry, plus ``run`` (the key of ``run_dirs``): for readers of many runs that need one
-    event type and not the whole ingest."""
+    """Every ``ev`` event of the given runs, typed by the event registry (the columns of
+    ``ingest.event_schema``: ``t`` as logged), plus ``run`` (the key of ``run_dirs``): for readers
+    of many runs that need one event type and not the whole analysis. Reads the runs' Parquet
+    (:func:`read_runs`: one scan; a run without current Parquet is converted first), never the JSON."""
     from testbed.analysis.ingest import event_schema
     from testbed.nodes.runtime.events import all_events
 
     et = all_events()[ev]
-    files = [str(p) for d in run_dirs.values() for p in sorted((Path(d) / "logs").glob("*.jsonl"))]
-    by_dir = {str(Path(d).resolve()): k for k, d in run_dirs.items()}
-    mapping = F.create_map(*[x for d, k in by_dir.items() for x in (F.lit(d), F.lit(k))])
-    lines = spark.read.text(files).select(F.col("_metadata.file_path").alias("file"), "value")
-    parsed = (lines.where(F.col("value").contains(f'"ev":"{ev}"'))
-              .select("file", F.from_json("value", event_schema(et)).alias("e"))
-              .select("file", "e.*")
-              .where(F.col("ev") == ev))
-    run_dir = F.regexp_replace(F.regexp_extract("file", r"^(?:file:)?(.*)/logs/[^/]*$", 1), "%20", " ")
-    return parsed.withColumn("run", mapping[run_dir]).drop("file")
+    keys = {Path(d).resolve().name: k for k, d in run_dirs.items()}
+    if len(keys) != len(run_dirs):
+        raise AnalysisError(f"read_events: two runs with the same directory name in {sorted(run_dirs.values())}")
+    mapping = F.create_map(*[x for name, k in sorted(keys.items()) for x in (F.lit(name), F.lit(k))])
+    df = read_runs(spark, list(run_dirs.values()), ev)
+    return df.select(*[F.col(f.name) for f in event_schema(et).fields], mapping[F.col("run_id")].alias("run"))

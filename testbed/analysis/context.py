@@ -80,11 +80,15 @@ class AnalysisContext:
                 if isinstance(x, DataFrame) and x.is_cached:
                     x.unpersist()
 
-    def windows_df(self) -> DataFrame:
-        """[fault, lo, hi, source]: attribution windows (planned U actual, widened by the fault margin)."""
+    def window_rows(self) -> list[tuple[int, float, float, str]]:
+        """(fault, lo, hi, source): attribution windows (planned U actual, widened by the fault margin)."""
         rows = []
         for w in self.windows:
             if w.attributable:
                 lo, hi = w.attribution_window(self.options.fault_margin_s)
                 rows.append((w.fault, float(lo), float(hi), w.source or "/".join(w.ops)))
-        return self.spark.createDataFrame(rows, "fault int, lo double, hi double, source string")
+        return rows
+
+    def windows_df(self) -> DataFrame:
+        """[fault, lo, hi, source]: :meth:`window_rows` as a DataFrame."""
+        return self.spark.createDataFrame(self.window_rows(), "fault int, lo double, hi double, source string")

@@ -2,8 +2,13 @@
 
 Schemas come from the event registry only (``testbed.nodes.runtime.events``):
 ``str`` -> string, ``int`` -> long, ``float`` -> double, ``bool`` -> boolean,
-``json`` -> string holding the raw JSON text, ``list[T]`` -> array<T>. An
-undeclared field never reaches an analysis.
+``json`` -> string holding the value's JSON text (compact; a JSON string as
+its content), ``list[T]`` -> array<T>. An undeclared field never reaches an
+analysis; a field whose value does not fit its type is null (the event is kept).
+
+The logs are converted to Parquet by pyarrow in the calling process (the Spark
+driver), streamed per file in blocks: no JSON reaches Spark, which reads the
+Parquet only (see docs/analysis.md for what that means on a cluster).
 
 A killed node can leave a torn last line; every line that is not a JSON object
 with the common fields is counted (per file, with a few examples) and dropped,
@@ -99,78 +104,6 @@ class Ingested(dict):
     report: IngestReport
 
 
-# -- transforms -------------------------------------------------------------------
-def parse_lines(lines: DataFrame) -> DataFrame:
-    """[file, value] -> [file, value, t, m, node, ev, ok]: the common header of each line.
-
-    ``ok`` is false for a line that is not a JSON object with integer ``t`` and a
-    ``node`` and ``ev`` (a torn line, garbage). Blank lines are removed.
-    """
-    header = T.StructType(
-        [T.StructField(k, spark_type(v), True) for k, v in COMMON_FIELDS.items()]
-        + [T.StructField(CORRUPT, T.StringType(), True)]
-    )
-    parsed = (
-        lines.select("file", "value")
-        .where(F.trim("value") != "")
-        .withColumn("h", F.from_json("value", header, {"columnNameOfCorruptRecord": CORRUPT, "mode": "PERMISSIVE"}))
-    )
-    ok = (
-        F.col("h").isNotNull()
-        & F.col(f"h.{CORRUPT}").isNull()
-        & F.col("h.t").isNotNull()
-        & F.col("h.node").isNotNull()
-        & F.col("h.ev").isNotNull()
-    )
-    return parsed.select(
-        "file", "value",
-        F.col("h.t").alias("t"), F.col("h.m").alias("m"), F.col("h.node").alias("node"), F.col("h.ev").alias("ev"),
-        ok.alias("ok"),
-    )
-
-
-def events_of(parsed: DataFrame, et: EventType) -> DataFrame:
-    """[value, ev, ok, ...] -> the typed columns of one event type (registry order)."""
-    schema = event_schema(et)
-    return (
-        parsed.where(F.col("ok") & (F.col("ev") == et.name))
-        .select(F.from_json("value", schema).alias("e"))
-        .select(*[F.col(f"e.{f.name}").alias(f.name) for f in schema.fields])
-    )
-
-
-def with_time(events: DataFrame, nodes: dict[str, tuple[str | None, str | None]], offsets: dict[str, int],
-              t0_wall_ns: int) -> DataFrame:
-    """Add host, site, t_corr and t_rel_s.
-
-    ``nodes`` maps node -> (host, site) (plan.json); ``offsets`` maps host -> offset_ns (a host
-    clock ahead of the controller by ``offset_ns`` has ``t_corr = t - offset_ns``). The small
-    lookups are literal maps in the expression: no join, no broadcast per event type.
-    """
-    cols = events.columns
-    host_of = _lit_map({n: h for n, (h, _) in nodes.items() if h is not None}, T.StringType())
-    site_of = _lit_map({n: s for n, (_, s) in nodes.items() if s is not None}, T.StringType())
-    off_of = _lit_map({h: int(o) for h, o in offsets.items()}, T.LongType())
-    host = host_of[F.col("node")]
-    return (
-        events.select(*cols)
-        .withColumn("host", host)
-        .withColumn("site", site_of[F.col("node")])
-        .withColumn("t_corr", F.col("t") - F.coalesce(off_of[F.col("host")], F.lit(0).cast("long")))
-        .withColumn("t_rel_s", (F.col("t_corr") - F.lit(int(t0_wall_ns))).cast("double") / F.lit(1e9))
-        .select(*cols, "host", "site", "t_corr", "t_rel_s")
-    )
-
-
-def _lit_map(d: dict[str, Any], value_type: T.DataType):
-    if not d:
-        return F.create_map().cast(T.MapType(T.StringType(), value_type))
-    parts = []
-    for k, v in sorted(d.items()):
-        parts += [F.lit(k), F.lit(v).cast(value_type)]
-    return F.create_map(*parts)
-
-
 # -- plan / manifest helpers (plain Python) --------------------------------------------
 def node_places(plan_dict: dict[str, Any]) -> dict[str, tuple[str | None, str | None]]:
     """plan.json nodes -> {node: (host, site)}."""
@@ -187,16 +120,16 @@ def clock_offsets(manifest: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-# -- the job --------------------------------------------------------------------------
+# -- the stored layout ---------------------------------------------------------------
 # analysis/parquet/ holds one directory per event type (``<ev>/``, plus ``_malformed/`` and
 # ``_unknown/`` for the lines that are not events) and ``_ingest.json`` (t0, the report and the
-# fingerprint of the inputs it was made from). Every directory shares one wide schema: the common
-# header, host/site/t_corr, one struct column ``e_<ev>`` per event type parsed in the pass, and
-# ``raw`` (the line's text, kept only for lines not parsed in the pass).
+# fingerprint of the inputs it was made from). ``<ev>/`` has the common header (``ev`` as
+# ``ev_name``), ``file``, host/site/t_corr and one struct column ``e_<ev>`` of its own fields;
+# ``_unknown/`` and ``_malformed/`` have ``raw`` (the line's text) instead. Readers name the
+# columns they want (:func:`stored_schema`); a column a directory lacks reads as null.
 META = "_ingest.json"
-FORMAT = 2  # bump when the stored layout changes (an older Parquet is then re-ingested)
+FORMAT = 3  # bump when the stored layout changes (an older Parquet is then re-ingested)
 MALFORMED, UNKNOWN = "_malformed", "_unknown"
-_PART = "_part"  # the partition column of the one write (renamed to plain directories afterwards)
 
 
 def struct_col(ev: str) -> str:
@@ -208,7 +141,7 @@ def _fields_schema(et: EventType) -> T.StructType:
 
 
 def stored_schema(inline: list[EventType]) -> T.StructType:
-    """The schema of the Parquet files of one ingest (every event type's directory has it)."""
+    """Every stored column of one ingest (a directory holds a subset: see the layout above)."""
     return T.StructType(
         [T.StructField("file", T.StringType(), True), T.StructField("ev_name", T.StringType(), True)]
         + [T.StructField(k, spark_type(v), True) for k, v in COMMON_FIELDS.items() if k != "ev"]
@@ -264,19 +197,6 @@ def event_columns(et: EventType, t0) -> list:
     return cols
 
 
-def inline_types(registry: dict[str, EventType], protocol: str | None) -> list[EventType]:
-    """The event types parsed in the single pass: the runtime's, the run's protocol's and those of
-    the protocols it builds on (``BUILDS_ON``, e.g. the pub/sub core's).
-
-    Lines of any other declared type (rare: another protocol's events in this run) are kept as
-    text in the pass and parsed by a second, small job over their own directory.
-    """
-    from testbed.protocols import run_event_protocols
-
-    want = run_event_protocols(protocol)
-    return [et for _, et in sorted(registry.items()) if want is None or et.protocol in want]
-
-
 def fingerprint(logs: list[Path], plan_dict: dict[str, Any], manifest: dict[str, Any],
                 registry: dict[str, EventType]) -> str:
     """What the stored Parquet depends on: the logs (name, size, mtime), the node placement, the
@@ -298,18 +218,385 @@ def fingerprint(logs: list[Path], plan_dict: dict[str, Any], manifest: dict[str,
     return h.hexdigest()
 
 
-def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reuse: bool = True) -> Ingested:
-    """Read ``run_dir/logs/*.jsonl`` into one DataFrame per event type present.
+# -- the Arrow ingest (driver side, streamed) ---------------------------------------------------
+# Each log is read in blocks of BLOCK_BYTES (cut at a newline). pyarrow's JSON reader (C++,
+# multithreaded) parses every line's header with an explicit schema; the lines are grouped by
+# ``ev`` and each group is parsed again with its own event type's schema. A block where the fast
+# parser refuses something (a torn or garbage line, a field of the wrong type) is parsed line by
+# line in Python with the same rules, so one bad line costs one block's slow path, never the run.
+BLOCK_BYTES = 32 << 20
+_ROWS_PER_FLUSH = 1 << 18  # rows buffered per event type before a Parquet row group is written
 
-    One Spark job reads every log once, parses each line's header and then its own event type's
-    fields (explicit schemas from the registry), adds host/site/t_corr and writes everything,
-    split by ``ev``, under ``analysis/parquet/``. The report's counts then come from the Parquet
-    (a few small columns), not from a second read of the JSON. The returned DataFrames read the
-    Parquet. With ``reuse`` (default) a run whose inputs did not change since its last ingest
-    (same :func:`fingerprint`) is not parsed again: ``.report.reused`` is true.
 
-    ``write=False`` returns the same DataFrames computed from the JSON (nothing stored).
+def arrow_type(ty: str):
+    import pyarrow as pa
+
+    return {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
+            "json": pa.string(), "list[str]": pa.list_(pa.string()), "list[int]": pa.list_(pa.int64())}[ty]
+
+
+def _arrow_fields(et: EventType):
+    import pyarrow as pa
+
+    return pa.struct([pa.field(k, arrow_type(v)) for k, v in et.fields.items()])
+
+
+def _stored_arrow_schema(et: EventType | None):
+    """The Parquet schema of one directory: ``<ev>/`` (et given), ``_unknown/`` and ``_malformed/``
+    (et None: the line's text in ``raw``). A reader asks for the columns it needs; a column a
+    directory does not have reads as null."""
+    import pyarrow as pa
+
+    head = [pa.field("file", pa.string()), pa.field("ev_name", pa.string()), pa.field("t", pa.int64()),
+            pa.field("m", pa.int64()), pa.field("node", pa.string()), pa.field("host", pa.string()),
+            pa.field("site", pa.string()), pa.field("t_corr", pa.int64())]
+    if et is None:
+        tail = [pa.field("raw", pa.string())]
+    else:  # an event type without fields of its own has no struct (Parquet has no empty groups)
+        tail = [pa.field(struct_col(et.name), _arrow_fields(et))] if et.fields else []
+    return pa.schema(head + tail)
+
+
+def _fast_json(data: list[bytes], schema):
+    """pyarrow's parse of the lines with an explicit schema, or None when it refuses any line (or a
+    line held more than one value)."""
+    import pyarrow as pa
+    from pyarrow import json as pj
+
+    if not data:
+        return None
+    try:
+        tbl = pj.read_json(pa.BufferReader(b"\n".join(data)),
+                           read_options=pj.ReadOptions(use_threads=True, block_size=4 << 20),
+                           parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return tbl if tbl.num_rows == len(data) else None
+
+
+_ENCODE = None
+
+
+def _to_text(v: Any) -> str:
+    global _ENCODE
+    if isinstance(v, str):
+        return v
+    if _ENCODE is None:
+        import json
+
+        _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    return _ENCODE(v)
+
+
+def convert(v: Any, ty: str) -> Any:
+    """One JSON value -> the registry type ``ty``, or None when it does not fit (the event is kept, the
+    field is null). ``str``/``json`` keep a string as is and any other value as its compact JSON text."""
+    if v is None:
+        return None
+    if ty in ("str", "json"):
+        return _to_text(v)
+    if ty == "int":
+        return v if type(v) is int and -(1 << 63) <= v < (1 << 63) else None
+    if ty == "float":
+        return float(v) if type(v) in (int, float) else None
+    if ty == "bool":
+        return v if type(v) is bool else None
+    if ty.startswith("list["):
+        if not isinstance(v, list):
+            return None
+        return [convert(x, ty[5:-1]) for x in v]
+    raise AnalysisError(f"unknown field type {ty!r}")
+
+
+class _Sink:
+    """Buffered Parquet writers, one file per directory (event type, ``_unknown``, ``_malformed``)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.buf: dict[str, list] = {}
+        self.rows: dict[str, int] = {}
+        self.writers: dict[str, Any] = {}
+        self.schemas: dict[str, Any] = {}
+
+    def add(self, key: str, table) -> None:
+        if table.num_rows == 0:
+            return
+        self.schemas.setdefault(key, table.schema)
+        self.buf.setdefault(key, []).append(table)
+        self.rows[key] = self.rows.get(key, 0) + table.num_rows
+        if self.rows[key] >= _ROWS_PER_FLUSH:
+            self.flush(key)
+
+    def flush(self, key: str) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        parts = self.buf.pop(key, [])
+        self.rows[key] = 0
+        if not parts:
+            return
+        w = self.writers.get(key)
+        if w is None:
+            d = self.root / key
+            d.mkdir(parents=True, exist_ok=True)
+            w = self.writers[key] = pq.ParquetWriter(str(d / "part-00000.parquet"), self.schemas[key],
+                                                     compression="snappy")
+        w.write_table(pa.concat_tables(parts))
+
+    def close(self) -> None:
+        for key in list(self.buf):
+            self.flush(key)
+        for w in self.writers.values():
+            w.close()
+
+
+def _blocks(path: Path):
+    """The file's bytes in blocks of about BLOCK_BYTES, each ending at a line end (the last one may not)."""
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            chunk = f.read(BLOCK_BYTES)
+            if not chunk:
+                if rest:
+                    yield rest
+                return
+            buf = rest + chunk if rest else chunk
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                rest = buf
+                continue
+            yield buf[:cut + 1]
+            rest = buf[cut + 1:]
+
+
+class _Converter:
+    """Lines of one run -> Arrow tables into a :class:`_Sink`, with the report's tallies.
+
+    A block is parsed once by pyarrow with the union of every event type's fields (those declared
+    with one type across the registry; ``json`` fields and names declared with different types by
+    different event types are left out), then split by ``ev``. The fields left out are parsed per
+    event type afterwards (only for the types that have them: a ``json`` field costs a Python
+    ``json.loads`` of its lines). A block the union parse refuses (a torn line, a field of the
+    wrong type, an undeclared field clashing with a declared one) takes :meth:`_by_type`: header
+    first, then each type's own schema, line by line in Python where pyarrow refuses again.
     """
+
+    def __init__(self, registry: dict[str, EventType], nodes, offsets: dict[str, int], sink: _Sink,
+                 report: IngestReport, protocols: set[str] | None = None):
+        import pyarrow as pa
+
+        self.registry, self.sink, self.report = registry, sink, report
+        self.host_of = {n: h for n, (h, _) in nodes.items()}
+        self.site_of = {n: s for n, (_, s) in nodes.items()}
+        self.offsets = offsets
+        self.nodes_seen: set[str] = set()
+        self.t_min: int | None = None
+        common = [pa.field(k, arrow_type(v)) for k, v in COMMON_FIELDS.items()]
+        self.header = pa.schema(common)
+        types: dict[str, set[str]] = {}
+        # the union covers the run's expected event types (``protocols``: its own, what it builds on,
+        # the runtime's); another type's lines parse with their own schema after the split
+        for et in registry.values():
+            if protocols is None or et.protocol in protocols:
+                for k, v in et.fields.items():
+                    types.setdefault(k, set()).add(v)
+        self.shared = {k: next(iter(v)) for k, v in types.items() if len(v) == 1 and v != {"json"}}
+        self.union = pa.schema(common + [pa.field(k, arrow_type(v)) for k, v in sorted(self.shared.items())])
+        self.fast_schema = {}  # per type: every non-json field (the per-type parse)
+        for name, et in registry.items():
+            self.fast_schema[name] = pa.schema(common + [pa.field(k, arrow_type(v)) for k, v in et.fields.items()
+                                                         if v != "json"])
+
+    def block(self, fname: str, block: bytes) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        lines = [x for x in block.split(b"\n") if x.strip()]
+        if not lines:
+            return
+        self.report.lines += len(lines)
+        tbl = _fast_json(lines, self.union)
+        if tbl is None:
+            self._by_type(fname, lines)
+            return
+        bad = pc.or_kleene(pc.or_kleene(pc.is_null(tbl.column("t")), pc.is_null(tbl.column("node"))),
+                           pc.is_null(tbl.column("ev")))
+        if pc.any(bad).as_py():
+            bad_np = bad.to_numpy(zero_copy_only=False)
+            self._malformed(fname, [lines[i] for i in np.flatnonzero(bad_np)])
+            keep = np.flatnonzero(~bad_np)
+            tbl = tbl.take(pa.array(keep))
+            lines = [lines[i] for i in keep]
+            if not lines:
+                return
+        enc = pc.dictionary_encode(tbl.column("ev").combine_chunks())
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        for code, e in enumerate(enc.dictionary.to_pylist()):
+            idx = np.flatnonzero(codes == code)
+            whole = len(idx) == len(lines)
+            et = self.registry.get(e)
+            need = ["t", "m", "node"] + ([k for k in et.fields if k in self.shared] if et is not None else [])
+            sub = tbl.select(need) if whole else tbl.select(need).take(pa.array(idx))
+            sub_lines = lines if whole else [lines[i] for i in idx]
+            if et is None:
+                self._unknown(fname, e, sub, sub_lines)
+                continue
+            cols = {k: sub.column(k) for k in et.fields if k in self.shared}
+            rest = [k for k in et.fields if k not in cols]
+            if rest:
+                cols.update(self._fields(et, sub_lines, rest, None))
+            self._event(fname, et, sub, cols)
+
+    def _fields(self, et: EventType, lines: list[bytes], names: list[str], objs) -> dict[str, Any]:
+        """The fields ``names`` of ``et`` from its lines: pyarrow for the plain ones, Python for ``json``
+        fields and whatever pyarrow refuses (``objs``: the lines already decoded, or None)."""
+        import json
+
+        import pyarrow as pa
+
+        out: dict[str, Any] = {}
+        plain = [k for k in names if et.fields[k] != "json"]
+        if plain and objs is None:
+            fast = _fast_json(lines, self.fast_schema[et.name])
+            if fast is not None:
+                out = {k: fast.column(k) for k in plain}
+        left = [k for k in names if k not in out]
+        if left:
+            if objs is None:
+                objs = [json.loads(x) for x in lines]  # the header parsed: every line is a JSON object
+            for k in left:
+                ty = et.fields[k]
+                out[k] = pa.array([convert(d.get(k), ty) for d in objs], arrow_type(ty))
+        return out
+
+    def _by_type(self, fname: str, lines: list[bytes]) -> None:
+        """The slow path of a block: the header, then each type's own parse (see the class doc)."""
+        import json
+
+        import pyarrow as pa
+
+        head = _fast_json(lines, self.header)
+        objs: list | None = None
+        if head is not None:
+            t, m, node, ev = (head.column(k).to_pylist() for k in ("t", "m", "node", "ev"))
+        else:
+            t, m, node, ev, objs = [], [], [], [], []
+            for x in lines:
+                try:
+                    d = json.loads(x)
+                except ValueError:
+                    d = None
+                if not isinstance(d, dict) or type(d.get("t")) is not int or d.get("node") is None \
+                        or d.get("ev") is None:
+                    t.append(None), m.append(None), node.append(None), ev.append(None), objs.append(None)
+                    continue
+                t.append(d["t"]), m.append(convert(d.get("m"), "int"))
+                node.append(_to_text(d["node"])), ev.append(_to_text(d["ev"])), objs.append(d)
+        groups: dict[str, list[int]] = {}
+        bad: list[int] = []
+        for i, e in enumerate(ev):
+            if e is None or t[i] is None or node[i] is None:
+                bad.append(i)
+            else:
+                groups.setdefault(e, []).append(i)
+        if bad:
+            self._malformed(fname, [lines[i] for i in bad])
+        for e, idx in groups.items():
+            sub = pa.table({"t": pa.array([t[i] for i in idx], pa.int64()), "m": pa.array([m[i] for i in idx], pa.int64()),
+                            "node": pa.array([node[i] for i in idx], pa.string())})
+            sub_lines = [lines[i] for i in idx]
+            et = self.registry.get(e)
+            if et is None:
+                self._unknown(fname, e, sub, sub_lines)
+                continue
+            self._event(fname, et, sub, self._fields(et, sub_lines, list(et.fields),
+                                                     None if objs is None else [objs[i] for i in idx]))
+
+    def _malformed(self, fname: str, bad: list[bytes]) -> None:
+        import pyarrow as pa
+
+        self.report.malformed += len(bad)
+        self.report.malformed_by_file[fname] = self.report.malformed_by_file.get(fname, 0) + len(bad)
+        raw = [x.decode("utf-8", "replace") for x in bad]
+        for r in raw[: max(0, 5 - len(self.report.malformed_examples))]:
+            self.report.malformed_examples.append({"file": fname, "line": r[:120]})
+        n = len(raw)
+        schema = _stored_arrow_schema(None)
+        arrays = [pa.repeat(pa.scalar(fname, pa.string()), n)]
+        arrays += [pa.nulls(n, f.type) for f in list(schema)[1:-1]]
+        arrays.append(pa.array(raw, pa.string()))
+        self.sink.add(MALFORMED, pa.Table.from_arrays(arrays, schema=schema))
+
+    def _unknown(self, fname: str, ev: str, sub, lines: list[bytes]) -> None:
+        import pyarrow as pa
+
+        self.report.unknown[ev] = self.report.unknown.get(ev, 0) + len(lines)
+        raw = pa.array([x.decode("utf-8", "replace") for x in lines], pa.string())
+        self.sink.add(UNKNOWN, self._table(fname, ev, sub, raw, _stored_arrow_schema(None)))
+
+    def _event(self, fname: str, et: EventType, sub, cols: dict[str, Any]) -> None:
+        import pyarrow as pa
+
+        self.report.events[et.name] = self.report.events.get(et.name, 0) + sub.num_rows
+        schema = _stored_arrow_schema(et)
+        last = None
+        if et.fields:
+            arrs = [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in (cols[k] for k in et.fields)]
+            last = pa.StructArray.from_arrays(arrs, fields=list(_arrow_fields(et)))
+        self.sink.add(et.name, self._table(fname, et.name, sub, last, schema))
+
+    def _table(self, fname: str, ev: str, sub, last, schema):
+        """file, ev_name, t, m, node, host, site, t_corr (+ ``last``: the struct or ``raw``)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = sub.num_rows
+        t = sub.column("t").combine_chunks()
+        node = sub.column("node").combine_chunks()
+        enc = pc.dictionary_encode(node)
+        names = enc.dictionary.to_pylist()
+        self.nodes_seen.update(names)
+        low = pc.min(t).as_py()
+        if low is not None and (self.t_min is None or low < self.t_min):
+            self.t_min = low
+        hosts = [self.host_of.get(x) for x in names]
+        host = pc.take(pa.array(hosts, pa.string()), enc.indices)
+        site = pc.take(pa.array([self.site_of.get(x) for x in names], pa.string()), enc.indices)
+        offs = [self.offsets.get(h, 0) if h is not None else 0 for h in hosts]
+        t_corr = pc.subtract(t, pc.take(pa.array(offs, pa.int64()), enc.indices)) if any(offs) else t
+        arrays = [pa.repeat(pa.scalar(fname, pa.string()), n), pa.repeat(pa.scalar(ev, pa.string()), n),
+                  t, sub.column("m").combine_chunks(), node, host, site, t_corr]
+        if last is not None:
+            arrays.append(last)
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def convert_logs(logs: list[Path], out: Path, registry: dict[str, EventType], nodes, offsets: dict[str, int],
+                 report: IngestReport, protocol: str | None = None) -> int | None:
+    """Every log, streamed block by block, into Parquet under ``out/<ev>/``, ``out/_unknown/`` and
+    ``out/_malformed/``; fills ``report``; returns the earliest ``t`` of an event line (or None).
+    Memory is bounded by a block and the rows buffered per event type, not by the run's size."""
+    sink = _Sink(out)
+    from testbed.protocols import run_event_protocols
+
+    conv = _Converter(registry, nodes, offsets, sink, report, run_event_protocols(protocol))
+    try:
+        for p in logs:
+            for block in _blocks(p):
+                conv.block(p.name, block)
+    finally:
+        sink.close()
+    report.unknown_nodes = sorted(conv.nodes_seen - set(nodes))
+    report.events = dict(sorted(report.events.items()))
+    return conv.t_min
+
+
+def ensure_parquet(run_dir: str | Path, *, reuse: bool = True, target: Path | None = None) -> tuple[dict[str, Any], IngestReport]:
+    """The run's stored Parquet, made from its logs when missing or stale (no Spark: pyarrow in this
+    process). Returns the stored metadata (``_ingest.json``: t0, fingerprint, report) and the report
+    (``.reused`` true when the stored Parquet was current). ``target``: write there instead of the
+    run's ``analysis/parquet/`` (never reused)."""
     import json
 
     run = Path(run_dir)
@@ -321,126 +608,59 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
     registry = all_events()
     pq_root = run / "analysis" / "parquet"
     fp = fingerprint(logs, plan_dict, manifest, registry)
-    if write and reuse:
+    if target is None and reuse:
         old = _read_meta(pq_root)
         if old is not None and old.get("fingerprint") == fp:
-            out = Ingested(load_parquet(spark, run, meta=old))
             known = IngestReport.__dataclass_fields__
-            out.report = IngestReport(**{k: v for k, v in old["report"].items() if k in known})
-            out.report.reused = True
-            return out
+            report = IngestReport(**{k: v for k, v in old["report"].items() if k in known})
+            report.reused = True
+            return old, report
 
     report = IngestReport(files=len(logs), input_bytes=sum(p.stat().st_size for p in logs))
     nodes = node_places(plan_dict)
-    offsets = clock_offsets(manifest)
-    inline = inline_types(registry, plan_dict.get("protocol"))
-    inline_names = [et.name for et in inline]
-
-    lines = (
-        spark.read.text([str(p) for p in logs])
-        .select(F.col("_metadata.file_name").alias("file"), "value")
-    )
-    parsed = parse_lines(lines)
-    part = (
-        F.when(~F.col("ok"), F.lit(MALFORMED))
-        .when(F.col("ev").isin(list(registry)), F.col("ev"))
-        .otherwise(F.lit(UNKNOWN))
-    )
-    wide = with_time(parsed.withColumn(_PART, part), nodes, offsets, 0)
-    cols = [F.col("file"), F.col("ev").alias("ev_name")]
-    cols += [F.col(k) for k in COMMON_FIELDS if k != "ev"]
-    cols += [F.col("host"), F.col("site"), F.col("t_corr")]
-    cols += [F.when(F.col(_PART) == et.name, F.from_json("value", _fields_schema(et))).alias(struct_col(et.name))
-             for et in inline]
-    cols += [F.when(~F.col(_PART).isin(inline_names), F.col("value")).alias("raw"), F.col(_PART)]
-    stored = wide.select(*cols)
-
-    if not write:
-        return _ingest_in_memory(spark, stored, report, manifest, registry, inline_names)
-
-    staging = pq_root / "_staging"
-    if pq_root.exists():
-        shutil.rmtree(pq_root)
-    stored.write.partitionBy(_PART).parquet(str(staging))
-
-    # the report, from the stored Parquet (small columns only)
-    counted = spark.read.schema(stored_schema(inline).add(_PART, T.StringType())).parquet(str(staging))
-    agg = counted.groupBy(_PART, "ev_name", "file", "node").agg(F.count("*").alias("n"), F.min("t").alias("t_min"))
-    rows = agg.collect()
-    t_min = _tally(rows, report)
-    report.events = dict(sorted(report.events.items()))
-    report.unknown_nodes = sorted({r["node"] for r in rows if r[_PART] != MALFORMED} - set(nodes))
+    target = pq_root if target is None else target
+    if target.exists():
+        shutil.rmtree(target)
+    staging = target.parent / (target.name + ".staging")
+    if staging.exists():
+        shutil.rmtree(staging)
+    t_min = convert_logs(logs, staging, registry, nodes, clock_offsets(manifest), report, plan_dict.get("protocol"))
+    staging.mkdir(parents=True, exist_ok=True)
     t0 = manifest.get("t0_wall_ns")
     if t0 is None:
         t0, report.t0_source = int(t_min or 0), "first event (manifest has no t0_wall_ns)"
     report.t0_wall_ns = int(t0)
-
-    # plain directories per event type; the few lines of types not parsed in the pass get their own job
-    for d in sorted(staging.iterdir()):
-        if d.is_dir() and d.name.startswith(f"{_PART}="):
-            d.rename(pq_root / d.name.split("=", 1)[1])
-    shutil.rmtree(staging)
-    if report.malformed:
-        bad = spark.read.schema(stored_schema(inline)).parquet(str(pq_root / MALFORMED))
-        for r in bad.select("file", "raw").limit(5).collect():
-            report.malformed_examples.append({"file": r["file"], "line": (r["raw"] or "")[:120]})
-    late = [ev for ev in report.events if ev not in inline_names]
-    for ev in late:
-        _parse_late(spark, pq_root, registry[ev], inline)
-
     meta = {"format": FORMAT, "fingerprint": fp, "t0_wall_ns": report.t0_wall_ns,
-            "inline": inline_names, "report": report.to_dict()}
-    (pq_root / META).write_text(json.dumps(meta, indent=1) + "\n")
-    out = Ingested(load_parquet(spark, run, meta=meta))
+            "inline": sorted(report.events), "report": report.to_dict()}
+    (staging / META).write_text(json.dumps(meta, indent=1) + "\n")
+    staging.rename(target)
+    return meta, report
+
+
+def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reuse: bool = True) -> Ingested:
+    """Read ``run_dir/logs/*.jsonl`` into one DataFrame per event type present.
+
+    The logs are converted to Parquet in this process with pyarrow (:func:`ensure_parquet`,
+    :func:`convert_logs`: streamed per file in blocks, explicit schemas from the registry,
+    host/site/t_corr added) under ``analysis/parquet/<ev>/``; Spark then reads Parquet only. With
+    ``reuse`` (default) a run whose inputs did not change since its last ingest (same
+    :func:`fingerprint`) is not parsed again: ``.report.reused`` is true.
+
+    ``write=False`` stores nothing in the run directory: the Parquet goes to a temporary
+    directory removed when the process exits.
+    """
+    import atexit
+    import tempfile
+
+    target = None
+    if not write:
+        tmp = Path(tempfile.mkdtemp(prefix="testbed-ingest-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        target = tmp / "parquet"
+    meta, report = ensure_parquet(run_dir, reuse=reuse, target=target)
+    root = target if target is not None else Path(run_dir) / "analysis" / "parquet"
+    out = Ingested(_load(spark, root, meta))
     out.report = report
-    return out
-
-
-def _parse_late(spark: SparkSession, root: Path, et: EventType, inline: list[EventType]) -> None:
-    """Re-store ``root/<ev>/`` (lines kept as text) with its ``e_<ev>`` struct parsed."""
-    src = root / et.name
-    tmp = root / f"_{et.name}.tmp"
-    df = spark.read.schema(stored_schema(inline)).parquet(str(src))
-    keep = [F.col(c) for c in ("file", "ev_name", *[k for k in COMMON_FIELDS if k != "ev"], "host", "site", "t_corr")]
-    df.select(*keep, F.from_json("raw", _fields_schema(et)).alias(struct_col(et.name))).write.parquet(str(tmp))
-    shutil.rmtree(src)
-    tmp.rename(src)
-
-
-def _tally(rows, report: IngestReport) -> int | None:
-    """Count (part, ev_name, file) rows of lines into ``report``; returns the earliest ``t`` seen."""
-    t_min = None
-    for r in rows:
-        report.lines += r["n"]
-        if r[_PART] == MALFORMED:
-            report.malformed += r["n"]
-            report.malformed_by_file[r["file"]] = report.malformed_by_file.get(r["file"], 0) + r["n"]
-            continue
-        t_min = r["t_min"] if t_min is None or (r["t_min"] is not None and r["t_min"] < t_min) else t_min
-        if r[_PART] == UNKNOWN:
-            report.unknown[r["ev_name"]] = report.unknown.get(r["ev_name"], 0) + r["n"]
-        else:
-            report.events[r[_PART]] = report.events.get(r[_PART], 0) + r["n"]
-    return t_min
-
-
-def _ingest_in_memory(spark, stored: DataFrame, report: IngestReport, manifest: dict[str, Any],
-                      registry: dict[str, EventType], inline_names: list[str]) -> Ingested:
-    """``write=False``: the same DataFrames straight from the JSON (each action re-reads the logs)."""
-    agg = stored.groupBy(_PART, "ev_name", "file").agg(F.count("*").alias("n"), F.min("t").alias("t_min")).collect()
-    t_min = _tally(agg, report)
-    t0 = manifest.get("t0_wall_ns")
-    if t0 is None:
-        t0, report.t0_source = int(t_min or 0), "first event (manifest has no t0_wall_ns)"
-    report.t0_wall_ns = int(t0)
-    out = Ingested()
-    out.report = report
-    for ev in sorted(report.events):
-        et = registry[ev]
-        df = stored.where(F.col(_PART) == ev)
-        if ev not in inline_names:
-            df = df.withColumn(struct_col(ev), F.from_json("raw", _fields_schema(et)))
-        out[ev] = select_event(df, et, report.t0_wall_ns)
     return out
 
 
@@ -462,7 +682,10 @@ def load_parquet(spark: SparkSession, run_dir: str | Path, *, meta: dict[str, An
     """
     if meta is None:
         return dict(ingest(spark, run_dir))
-    root = Path(run_dir) / "analysis" / "parquet"
+    return _load(spark, Path(run_dir) / "analysis" / "parquet", meta)
+
+
+def _load(spark: SparkSession, root: Path, meta: dict[str, Any]) -> dict[str, DataFrame]:
     registry = all_events()
     out: dict[str, DataFrame] = {}
     for ev in sorted(meta["report"]["events"]):

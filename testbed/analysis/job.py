@@ -135,7 +135,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         events = ingest(spark, path, reuse=reuse)
         rep = events.report
         write_json(out / "ingest.json", rep.to_dict())
-        how = "reused the stored Parquet (logs unchanged, no JSON parsed)" if rep.reused else "parsed"
+        how = "reused the stored Parquet (logs unchanged, no JSON parsed)" if rep.reused else "converted to Parquet"
         progress(f"ingest: {rep.files} logs, {sum(rep.events.values())} events of {len(rep.events)} types, "
                  f"{rep.malformed} malformed line(s), {sum(rep.unknown.values())} unknown; {how} "
                  f"({time.monotonic() - t:.1f} s)")

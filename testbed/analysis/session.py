@@ -5,9 +5,10 @@ log goes to ``<scratch>/spark.log`` (log4j2 at WARN), never to the terminal.
 If a session is already active in this process (a test fixture, a notebook),
 it is returned as is: Spark allows one per JVM and its settings cannot change.
 
-With a cluster master (``--spark-master spark://host:7077``) the executors read
-the logs and write the Parquet themselves, so the run directory must be on a
-filesystem every executor sees at the same path (NFS, or copy it there first).
+With a cluster master (``--spark-master spark://host:7077``) the driver converts
+the logs to Parquet (pyarrow, ``testbed.analysis.ingest``) and the executors read
+that Parquet, so the run directory must be on a filesystem every executor sees at
+the same path (NFS, or copy it there first).
 
 The master is, in order: the ``master`` argument, :func:`configure` (the CLI's
 ``--spark-master``), ``TESTBED_SPARK_MASTER``, else ``local[2]``. Extra Spark

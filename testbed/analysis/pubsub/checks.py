@@ -83,23 +83,31 @@ def non_matching_deliveries(deliver: DataFrame, subs: DataFrame, pubs: DataFrame
 
 def non_matching_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
     """:func:`non_matching_deliveries` from :func:`delivery_pairs` (``first_s`` is the delivery time)."""
+    j = _judged_pairs(pairs, subs, pubs, matches)
+    return j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
+
+
+def _judged_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+    """-> [client, pub_id, deliver_s, filters, _known, _ok]: every delivered pair, whether its publication
+    is known (logged by a publish) and whether it matches a subscription the client issued before."""
     # one row per delivery carrying the publication's matching filters (a per-pub array) and the
     # client's subscriptions (a small per-client array, broadcast): no per-(delivery, sub) rows
     d = pairs.select("client", "pub_id", F.col("first_s").alias("deliver_s"))
     mf = matches.select("filter", "pub_id").groupBy("pub_id").agg(F.collect_set("filter").alias("mf"))
-    known = pubs.select("pub_id").join(mf, on="pub_id", how="left")
+    known = pubs.select("pub_id", F.lit(True).alias("_known")).join(mf, on="pub_id", how="left")
     s = subs.select("client", F.struct("sub_s", "filter").alias("s")).groupBy("client").agg(
         F.collect_list("s").alias("subs"))
     issued = F.filter("subs", lambda x: x["sub_s"] <= F.col("deliver_s"))  # null when the client has none
     mf_c = F.coalesce(F.col("mf"), F.array().cast("array<string>"))
     ok = F.exists(issued, lambda x: F.array_contains(mf_c, x["filter"]))
     return (
-        d.join(known, on="pub_id", how="inner")
+        d.join(known, on="pub_id", how="left")
         .join(F.broadcast(s), on="client", how="left")
-        .where(~F.coalesce(ok, F.lit(False)))
         .select("client", "pub_id", "deliver_s",
                 F.coalesce(F.sort_array(F.array_distinct(F.array_compact(F.transform(issued, lambda x: x["filter"])))),
-                           F.array().cast("array<string>")).alias("filters"))
+                           F.array().cast("array<string>")).alias("filters"),
+                F.coalesce(F.col("_known"), F.lit(False)).alias("_known"),
+                F.coalesce(ok, F.lit(False)).alias("_ok"))
     )
 
 
@@ -162,6 +170,19 @@ def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
     return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
 
 
+def fault_columns(pub_s, windows: list[tuple[int, float, float, str]]):
+    """(fault, fault_source) as column expressions of ``pub_s``: the lowest-index fault whose window
+    [lo, hi] contains it (null: none), as :func:`attribute_to_faults` joins, without a join."""
+    fault = source = None
+    for f, lo, hi, src in sorted(windows, reverse=True):  # the lowest index is the outermost when
+        hit = (pub_s >= F.lit(lo)) & (pub_s <= F.lit(hi))
+        fault = F.when(hit, F.lit(f)).otherwise(fault if fault is not None else F.lit(None))
+        source = F.when(hit, F.lit(src)).otherwise(source if source is not None else F.lit(None))
+    if fault is None:
+        return F.lit(None).cast("int"), F.lit(None).cast("string")
+    return fault.cast("int"), source.cast("string")
+
+
 # -- checks ---------------------------------------------------------------------------
 def _pairs(ctx: AnalysisContext) -> DataFrame:
     """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
@@ -191,12 +212,16 @@ def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, di
 
 def check_filter_match(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
-    pairs = _pairs(ctx)
-    v = non_matching_pairs(pairs, subs, pubs, matches)
-    unknown = pairs.select("pub_id").distinct().join(pubs.select("pub_id"), on="pub_id", how="left_anti").count()
-    details = {"unverifiable_deliveries": unknown, "unparsable_filters": errors}
+    j = _judged_pairs(_pairs(ctx), subs, pubs, matches)
+    # one job: the violations and the deliveries of publications nobody logged (unverifiable)
+    tally = j.agg(F.count(F.when(F.col("_known") & ~F.col("_ok"), 1)).alias("v"),
+                  # a null pub_id counts as one publication, as a distinct() would
+                  F.countDistinct(F.when(~F.col("_known"), F.coalesce(F.col("pub_id"), F.lit("\u0000"))))
+                  .alias("unknown")).collect()[0]
+    v = j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
+    details = {"unverifiable_deliveries": int(tally["unknown"]), "unparsable_filters": errors}
     r = summarize("filter_match", "every delivery matches a filter the client subscribed with before it", v,
-                  order=["deliver_s", "client", "pub_id"], details=details)
+                  order=["deliver_s", "client", "pub_id"], details=details, count=int(tally["v"]))
     if errors:  # an unreadable filter means the property could not be checked: fail loudly
         r.passed = False
     return r
@@ -211,15 +236,24 @@ def check_fifo(ctx: AnalysisContext) -> CheckResult:
 def check_completeness(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
     expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
-                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
-    missing = attribute_to_faults(missing_deliveries(expected, _pairs(ctx)), ctx.windows_df()).cache()
-    n_expected = expected.count()
-    tally = missing.groupBy("fault", "fault_source").count().collect()  # one job: by fault, and unattributed
+                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+    got = _pairs(ctx).select("client", "pub_id", F.lit(True).alias("_got"))
+    fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+    judged = (expected.join(got, on=["client", "pub_id"], how="left")
+              .select("client", "pub_id", "publisher", "pub_s", F.col("_got").isNotNull().alias("_got"),
+                      fault.alias("fault"), source.alias("fault_source")))
+    # one job: the expected pairs, and the missing ones by fault (null: unattributed)
+    tally = (judged.groupBy("_got", F.when(~F.col("_got"), F.col("fault")).alias("fault"),
+                            F.when(~F.col("_got"), F.col("fault_source")).alias("fault_source"))
+             .count().collect())
+    n_expected = sum(r["count"] for r in tally)
+    miss = [r for r in tally if not r["_got"]]
     by_fault = {int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
-                for r in tally if r["fault"] is not None}
+                for r in miss if r["fault"] is not None}
     attributed = sum(v["count"] for v in by_fault.values())
-    unattributed = missing.where(F.col("fault").isNull()).select("client", "pub_id", "publisher", "pub_s")
-    n_un = sum(r["count"] for r in tally if r["fault"] is None)
+    unattributed = judged.where(~F.col("_got") & F.col("fault").isNull()).select("client", "pub_id", "publisher",
+                                                                                "pub_s")
+    n_un = sum(r["count"] for r in miss if r["fault"] is None)
     details = {
         "expected": n_expected,
         "delivered": n_expected - n_un - attributed,
@@ -236,8 +270,6 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
                   count=n_un)
     if errors:
         r.passed = False
-    expected.unpersist()
-    missing.unpersist()
     return r
 
 

@@ -41,3 +41,34 @@ def test_read_runs_is_one_scan_with_run_ids_and_per_run_time(spark, tmp_path):
     assert read_runs(spark, [a.path], "g_stats").count() == 0  # no such events: empty, typed
     with pytest.raises(AnalysisError, match="not declared"):
         read_runs(spark, [a.path], "martian")
+
+
+def test_read_events_reads_the_parquet_with_the_runs_keys_and_the_logged_fields(spark, tmp_path):
+    """read_events (the ordering and transactions figures' reader) gives every event of the type with its
+    fields as logged (``t`` uncorrected) and the caller's run key; it reads the stored Parquet, making it
+    first for a run without one, and the same rows come back once the Parquet exists."""
+    from testbed.analysis.batch import read_events
+    from testbed.analysis.ingest import event_schema
+    from testbed.nodes.runtime.events import all_events
+
+    a = make_run_dir(tmp_path / "a", run_id="run-a", duration_s=4, publishers=1, subscribers=1, rate_per_s=3,
+                     stall=None)
+    b = make_run_dir(tmp_path / "b", run_id="run-b", duration_s=3, publishers=2, subscribers=1, rate_per_s=2,
+                     stall=None, rome_offset_ms=300.0)
+    want = []
+    for key, syn in (("A", a), ("B", b)):
+        for p in sorted((syn.path / "logs").glob("*.jsonl")):
+            for ln in p.read_text().splitlines():
+                try:
+                    e = json.loads(ln)
+                except ValueError:
+                    continue  # the torn line
+                if e.get("ev") == "deliver":
+                    want.append((key, e["t"], e["client"], e["pub_id"], e["hops"]))
+    assert want
+    for _ in range(2):  # converts the logs, then reuses the Parquet
+        df = read_events(spark, {"A": str(a.path), "B": str(b.path)}, "deliver")
+        assert df.columns == [f.name for f in event_schema(all_events()["deliver"]).fields] + ["run"]
+        got = [(r["run"], r["t"], r["client"], r["pub_id"], r["hops"]) for r in df.collect()]
+        assert sorted(got) == sorted(want)
+        assert (a.path / "analysis" / "parquet" / "deliver").is_dir()

@@ -80,7 +80,7 @@ def test_reingest_of_an_unchanged_run_reuses_the_parquet_and_other_protocols_eve
                broker="b1")
     run = write_run(tmp_path, {
         "pubs": line(t=T0 + sec, pub_id="pubs-0:1", **pub)
-        # an event of another protocol's registry (not parsed in the single pass): a second small job
+        # an event of another protocol's registry (outside the one union parse: its own schema after the split)
         + line(t=T0 + 2 * sec, m=2, node="pubs", ev="g_peer", peer="b2", up=False, extra=1),
     })
     first = ingest(spark, run)

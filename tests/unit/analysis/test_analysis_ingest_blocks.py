@@ -1,0 +1,82 @@
+"""The pyarrow ingest (ensure_parquet, no Spark): blocks, the slow path and buffered row groups give the
+same Parquet as one block; the rules of the slow path are the fast path's."""
+
+import json
+
+import pyarrow.parquet as pq
+
+from testbed.analysis import ingest as I
+from testbed.testing.synthetic import T0, make_plan
+
+
+def _run(tmp_path, name, text):
+    run = tmp_path / name
+    (run / "logs").mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps(make_plan(10.0, 1, 1, None).to_dict()))
+    (run / "manifest.json").write_text(json.dumps({"t0_wall_ns": T0, "clock_offsets": {"h2": {"offset_ns": 7}}}))
+    (run / "logs" / "subs.jsonl").write_text(text)
+    return run
+
+
+def _table(run, ev):
+    d = run / "analysis" / "parquet" / ev
+    return sorted(json.dumps(r, sort_keys=True) for r in pq.read_table(str(d)).to_pylist()) if d.is_dir() else []
+
+
+def _lines(n):
+    out = []
+    for i in range(n):
+        out.append(json.dumps({"t": T0 + i, "m": i, "node": "subs", "ev": "deliver", "client": f"c{i % 3}",
+                               "pub_id": f"p{i}", "publisher": "pubs-0", "seq": i, "pub_t": T0, "hops": 2}))
+        if i % 7 == 0:
+            out.append(json.dumps({"t": T0 + i, "m": i, "node": "subs", "ev": "publish", "client": "x",
+                                   "pub_id": f"q{i}", "seq": i, "attrs": {"class": "STOCK", "price": i / 2},
+                                   "size": 1, "broker": "b1"}))
+    return out
+
+
+def test_blocks_slow_path_and_row_groups_give_the_same_parquet(tmp_path, monkeypatch):
+    lines = _lines(400)
+    bad = lines[:100] + ['{"t": 5, "node": "subs", "ev": "deli'] + lines[100:250] + ["not json"] + lines[250:]
+    # an undeclared field whose name a declared field has with another type: the union parse refuses the block
+    clash = json.loads(lines[300])
+    clash["hops"] = "two"
+    bad[302] = json.dumps(clash)
+    text = "\n".join(bad) + "\n"
+    one = _run(tmp_path, "one", text)
+    meta1, rep1 = I.ensure_parquet(one)
+    monkeypatch.setattr(I, "BLOCK_BYTES", 997)  # many blocks, cut mid-line
+    monkeypatch.setattr(I, "_ROWS_PER_FLUSH", 13)  # many row groups
+    many = _run(tmp_path, "many", text)
+    meta2, rep2 = I.ensure_parquet(many)
+    assert rep1.malformed == rep2.malformed == 2 and rep1.events == rep2.events
+    assert rep1.events == {"deliver": 400, "publish": 58}
+    for ev in ("deliver", "publish", "_malformed"):
+        assert _table(one, ev) == _table(many, ev)
+    assert pq.ParquetFile(str(next((many / "analysis" / "parquet" / "deliver").glob("*.parquet")))).num_row_groups > 10
+    rows = {r["e_deliver"]["pub_id"]: r for r in pq.read_table(str(many / "analysis" / "parquet" / "deliver")).to_pylist()}
+    assert rows[json.loads(lines[300])["pub_id"]]["e_deliver"]["hops"] is None  # the clashing value: null, kept
+    assert rows["p1"]["e_deliver"]["hops"] == 2 and rows["p1"]["host"] == "h2" and rows["p1"]["t_corr"] == T0 + 1 - 7
+    pub = [r for r in pq.read_table(str(many / "analysis" / "parquet" / "publish")).to_pylist()]
+    assert json.loads(pub[1]["e_publish"]["attrs"]) == {"class": "STOCK", "price": 3.5}
+    assert pub[1]["e_publish"]["attrs"] == '{"class":"STOCK","price":3.5}'  # compact JSON text
+
+
+def test_slow_path_rules_match_the_fast_path(tmp_path):
+    """Per field: a wrong type is null, an int is a float where a float is declared, a non-string is its
+    JSON text where a string is declared; a line without integer t, node or ev is malformed."""
+    base = {"t": T0, "m": 1, "node": "subs", "ev": "cpu", "user_s": 1, "sys_s": 0.5, "rss_kb": 10}
+    run_fast = _run(tmp_path, "fast", json.dumps(base) + "\n")  # pyarrow takes it as it is
+    run_slow = _run(tmp_path, "slow", json.dumps(base) + "\n"  # with lines that send the block to Python
+                    + '{"t": "1", "node": "subs", "ev": "cpu"}\n[1, 2]\n{"t": 1, "ev": "cpu"}\n')
+    _, rf = I.ensure_parquet(run_fast)
+    _, rs = I.ensure_parquet(run_slow)
+    assert rf.events == rs.events == {"cpu": 1} and rs.malformed == 3 and rf.malformed == 0
+    assert _table(run_fast, "cpu") == _table(run_slow, "cpu")
+    assert json.loads(_table(run_slow, "cpu")[0])["e_cpu"] == {"user_s": 1.0, "sys_s": 0.5, "rss_kb": 10}
+    mixed = _run(tmp_path, "mixed", json.dumps(base) + "\n" + json.dumps({**base, "user_s": "x", "rss_kb": 2.5}) + "\n")
+    I.ensure_parquet(mixed)
+    got = [json.loads(x)["e_cpu"] for x in _table(mixed, "cpu")]
+    assert {"user_s": None, "sys_s": 0.5, "rss_kb": None} in got and {"user_s": 1.0, "sys_s": 0.5, "rss_kb": 10} in got
+    assert I.convert(5, "str") == "5" and I.convert({"a": [1]}, "json") == '{"a":[1]}'
+    assert I.convert("s", "json") == "s" and I.convert(True, "int") is None and I.convert([1, "x"], "list[int]") == [1, None]
