@@ -14,7 +14,8 @@ stop before its send of (4), the target's receipt of (4) before its start).
 * P3 exactly_once          no client receives a publication twice (any node)
 * P4 completeness          every expected (client, publication) delivered; a mobile client's
                            subscription counts from its first subscribe (moves do not end it).
-                           Reconfiguration: every miss is a violation unless a fault explains it;
+                           Reconfiguration: every miss is a violation unless a fault explains it
+                           (a client lost with its broker: every miss from the crash on);
                            covering: misses inside the client's own move windows are attributed
 * P5 others_unaffected     clients that never move: no duplicate, no miss (faults aside)
 * P6 fifo                  per (client, publisher) order; violations for clients that never
@@ -431,14 +432,17 @@ def moves_cut_by_faults(ctx: AnalysisContext, moves: DataFrame) -> DataFrame:
     for w in ctx.windows:
         if w.attributable and set(w.ops) & set(LOSSY_OPS):
             lo, hi = w.attribution_window(ctx.options.fault_margin_s)
-            wins.append((w.fault, float(lo), float(hi), list(w.targets)))
+            wins.append((w.fault, float(lo), float(hi), set(w.targets), "cut" in w.ops))
     rows = []
     if wins:
         for r in moves.where((F.col("ends") == 0) & F.col("begin_s").isNotNull()) \
                 .select("mid", "client", "begin_s", "path").collect():
             path = list(r["path"] or [])
-            for fault, lo, hi, targets in wins:
-                if lo <= r["begin_s"] <= hi and (not targets or set(targets) & set(path)):
+            for fault, lo, hi, targets, link in wins:
+                # a cut: both ends on the path (one of its links); a crash/stall: its node on the path;
+                # a partition (no targets): any move
+                on_path = (targets <= set(path)) if link else bool(targets & set(path))
+                if lo <= r["begin_s"] <= hi and (not targets or on_path):
                     rows.append((r["mid"], r["client"], fault))
                     break
     return ctx.spark.createDataFrame(rows, "mid string, client string, fault int")
@@ -495,6 +499,48 @@ def check_exactly_once(ctx: AnalysisContext) -> CheckResult:
                      order=["first_s", "client", "pub_id"])
 
 
+def dead_copies(client_state: DataFrame, node_start: DataFrame) -> DataFrame:
+    """-> [client, node]: clients with no live started copy at the end whose last started copy was on
+    ``node`` when it crashed (the node restarted after the client's last state there: section 4.1)."""
+    restarts = node_start.where(F.col("restarted")).groupBy("node").agg(F.max("t").alias("t_restart"))
+    w = Window.partitionBy("client", "node").orderBy(F.col("m").desc())
+    last = (client_state.withColumn("r", F.row_number().over(w)).where(F.col("r") == 1)
+            .join(restarts, on="node", how="left")
+            .withColumn("dead", F.col("t_restart").isNotNull() & (F.col("t_restart") > F.col("t"))))
+    live = last.where((F.col("state") == "started") & ~F.col("dead")).select("client").distinct()
+    return (last.where((F.col("state") == "started") & F.col("dead")).select("client", "node")
+            .join(live, on="client", how="left_anti").distinct())
+
+
+def _dead_clients(ctx: AnalysisContext) -> DataFrame:
+    """[client, fault, lo]: each client lost in a crash, with the crash's fault index and the start of
+    its attribution window (crashes of the fault windows only: a crash seen only in the history
+    attributes nothing here)."""
+    crashes = [(w.fault, w.attribution_window(ctx.options.fault_margin_s)[0], set(w.targets))
+               for w in ctx.windows if w.attributable and "crash" in w.ops]
+    rows = []
+    for r in dead_copies(ctx.df("client_state"), ctx.df("node_start")).collect():
+        hit = next(((f, lo) for f, lo, t in crashes if r["node"] in t), None)
+        if hit is not None:
+            rows.append((r["client"], hit[0], float(hit[1])))
+    return ctx.spark.createDataFrame(rows, "client string, fault int, lo double")
+
+
+def attribute_to_dead_clients(missing: DataFrame, dead: DataFrame) -> DataFrame:
+    """A client that died with its broker (section 4.1) misses everything after the crash, not only
+    inside the crash's window: its unattributed misses from the window's start on are the crash's."""
+    d = dead.select("client", F.col("fault").alias("d_fault"), F.col("lo").alias("d_lo"))
+    newly = F.col("fault").isNull() & F.col("d_lo").isNotNull() & (F.col("pub_s") >= F.col("d_lo"))
+    return (
+        missing.join(d, on="client", how="left")
+        .withColumn("fault_source", F.when(newly, F.lit("client lost with its broker")).otherwise(F.col("fault_source")))
+        .withColumn("fault", F.when(newly, F.col("d_fault")).otherwise(F.col("fault")))
+        .groupBy("client", "pub_id", "publisher", "pub_s")
+        .agg(F.min("fault").alias("fault"), F.first("fault_source").alias("fault_source"))
+        .select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+    )
+
+
 def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
     key = "mobility.missing"
     if key not in ctx.results:
@@ -504,7 +550,9 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
         expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
                                        margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
         missing = attribute_to_moves(
-            attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()),
+            attribute_to_dead_clients(
+                attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()),
+                _dead_clients(ctx)),
             _moves(ctx), MOVE_MARGIN_S).cache()
         ctx.results[key] = (missing, expected.count(), errors)
     return ctx.results[key]

@@ -37,10 +37,10 @@ def egress_dies_with_sender(sim) -> None:
     sim._send = send
 
 
-def simulate(tmp_path, actions, movement="reconfiguration", delays=SLOW):
+def simulate(tmp_path, actions, movement="reconfiguration", delays=SLOW, rate=20.0):
     """A run of DURATION s with scheduled actions [(t from the workload start, fn(sim, restarts))];
     returns (configs, logs, {node: restart wall ns})."""
-    cfgs = configs(CHAIN, MOBILE, publishers(["b2", "b4", "b7"], rate=20.0), movement=movement)
+    cfgs = configs(CHAIN, MOBILE, publishers(["b2", "b4", "b7"], rate=rate), movement=movement)
     for n, c in cfgs.items():
         c["state_dir"] = str(tmp_path / "state" / n)
     sim = Sim(cfgs, delay_ms=1.0, delays=delays)
@@ -149,3 +149,33 @@ def test_a_covering_move_cut_by_a_fault_on_its_path_is_attributed_to_it(spark, t
     # without the cut in the history the lost client and the endless move are violations
     res = results(spark, write_run(tmp_path / "run2", cfgs, logs))
     assert not res["P2"].passed and res["P2"].violations == 2
+
+
+def test_a_client_lost_with_its_broker_has_its_later_misses_attributed_to_the_crash(spark, tmp_path):
+    """The target crashes after the commit and restarts early: the moved client (and m-1, hosted
+    there) is gone for the rest of the run, beyond the crash's attribution window. P4 attributes
+    its misses from the crash on to the crash (section 4.1), not only those inside the window."""
+    from testbed.nodes.pubsub.filters import matches, parse
+
+    from pubsub.harness import WALL0
+
+    cfgs, logs, restarts = simulate(tmp_path, [(0.0, move("m-0", "b6")), (2.3, crash("b6")),
+                                               (2.6, restart("b6"))], rate=100.0, delays=None)
+    assert [r["outcome"] for r in logs if r["ev"] == "move_end"] == ["commit"]
+    run = write_run(tmp_path / "run", cfgs, logs, restarts=restarts)
+    m = json.loads((run / "manifest.json").read_text())
+    m["timeline"] = [{"fault": 0, "op": "crash", "target": ["b6"], "planned_s": 2.3, "actual_s": 2.3,
+                      "status": "done", "window": [2.3, 2.6], "source": "crash: b6"},
+                     {"fault": 1, "op": "restart", "target": ["b6"], "planned_s": 2.6, "actual_s": 2.6,
+                      "status": "done", "window": [2.6, 2.6], "source": "restart: b6"}]
+    (run / "manifest.json").write_text(json.dumps(m))
+    res = results(spark, run)
+    assert res["P4"].passed, (res["P4"].violations, res["P4"].examples[:3], res["P4"].details)
+    assert res["P2"].details["clients_lost_in_crashes"] == 2  # m-0 (moved there), m-1
+    # the case needs the rule: the dead clients match publications after the window (2.3 - 2 .. 2.6 + 2 s)
+    # and before the end of the expectations (DURATION - travel margin 0.5 s)
+    fs = [parse(r["filter"]) for r in logs if r["ev"] == "subscribe" and r["client"] in ("m-0", "m-1")]
+    late = [(f, r) for f in fs for r in logs if r["ev"] == "publish"
+            and 4.7 < (r["t"] - WALL0) / 1e9 - AFTER < DURATION - 0.55 and matches(f, r["attrs"])]
+    assert late
+    assert res["P4"].attributed >= len(late)
