@@ -29,8 +29,12 @@ arrives (a cut or a crashed path broker dropped it). (4) is idempotent: a hop th
 already only relays it; a hop that lost its PREPARE (it crashed and restarted after (2) passed)
 prepares and commits the entry from (4); a target that merged it already answers (5) again;
 a restarted target without the queued copy starts the client from (4) (its queue died with
-it). A (4) of a move older than one the hop has handled for the client is only relayed. The merge at T: the payload notifications in order, then
-T's own queue in arrival order skipping ids the source delivered since the move began.
+it). A (4) of a move older than one the hop has handled for the client is only relayed.
+ABORT is re-sent to a neighbour whenever its connection comes back (``on_peer_up``: it restarted,
+or a cut healed), since one may have been dropped meanwhile; it is idempotent.
+
+The merge at T: the payload notifications in order, then T's own queue in arrival order skipping
+ids the source delivered since the move began.
 
 Covering movement (``movement: covering``, covering ``retract`` by default): S stops its
 copy and unsubscribes (a wave ``<mid>/u``); it sends the client's state along the path
@@ -144,6 +148,7 @@ class MobilityBroker(Broker):
         self.coords: dict[str, Coord] = {}
         self.aborted: set[str] = set()
         self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
+        self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
         self.waves: dict[str, list[Any]] = {}  # wave -> [deficit, parent (None = root), mid]
         self.traffic: dict[str, dict[str, dict[str, int]]] = {}
@@ -650,8 +655,20 @@ class MobilityBroker(Broker):
             self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         self.rt.log("move_step", mid=mid, client=client, step="abort_sent")
-        self._send_m(path[1], {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs,
-                               "advs": dict(advs or {})})
+        msg = {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs, "advs": dict(advs or {})}
+        self.abort_out[mid] = (path[1], msg)
+        self._send_m(path[1], msg)
+
+    def on_peer_up(self, peer: str) -> None:
+        """The pub/sub core's re-sync, and the ABORTs this broker sent toward ``peer`` again: one may
+        have been dropped while the connection was down (a crashed and restarted neighbour, a healed
+        cut); ABORT is idempotent (a hop without the tentative entry, a target without the queued copy:
+        nothing happens)."""
+        super().on_peer_up(peer)
+        for mid, (hop, msg) in list(self.abort_out.items()):
+            if hop == peer:
+                self.rt.log("move_step", mid=mid, client=msg["c"], step="abort_resent")
+                self._send_m(peer, msg)
 
     def _on_mabort(self, src: str, msg: dict[str, Any]) -> None:
         path, mid, client = msg["path"], msg["mid"], msg["c"]
@@ -663,6 +680,7 @@ class MobilityBroker(Broker):
             self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         if path[-1] != self.name:
+            self.abort_out[mid] = (path[path.index(self.name) + 1], msg)
             self._along(msg, True)
             return
         self.coords.pop(mid, None)

@@ -10,7 +10,8 @@ import collections
 
 from pubsub.harness import WALL0
 
-from .harness import CHAIN, configs, duplicates, final_copies, missing, publishers, run
+from .harness import (CHAIN, configs, duplicates, egress_dies_with_sender, final_copies, missing, publishers,
+                      run)
 
 AFTER = 0.5  # run(): the workload starts 0.5 s into the simulation
 SLOW = {("b3", "b4"): 600.0, ("b4", "b3"): 600.0}  # each move message takes ~0.6 s over b3-b4
@@ -182,3 +183,34 @@ def test_a_stale_resent_4_does_not_undo_a_later_move():
     dumps = {d["node"]: {e[0]: e[1] for e in d["prt"]} for d in sim.events("rt_dump")}
     sid = next(iter(s["sub_id"] for s in sim.events("subscribe", client="m-0")))
     assert dumps["b5"][sid] == "@m-0" and dumps["b6"][sid] == "b5" and dumps["b4"][sid] == "b5"
+
+
+def test_an_abort_dropped_at_a_down_neighbour_is_resent_when_it_comes_back(tmp_path):
+    # b4 prepared and holds (2) in its egress (slow link) when it crashes at 1.9 s: (2) dies with it.
+    # The source times out at 3.0 s; its ABORT reaches b3 while b4 is still down (dropped); b4 restarts
+    # at 3.5 s and b3 sends the ABORT again on the reconnect: b5 and b6 roll back, b6 discards its copy
+    sim = run(cfgs(tmp_path), duration=6.0, delays=SLOW, tail=2.0,
+              actions=[(0.0, lambda s: egress_dies_with_sender(s)), (1.0, move("m-0", "b6")),
+                       (1.9, lambda s: s.crash("b4")), (3.5, lambda s: s.restart("b4"))])
+    assert [e["outcome"] for e in sim.events("move_end", mid="m-0#1")] == ["abort"]
+    st = steps(sim, "m-0#1")
+    assert ("b3", "abort_resent") in st and ("b6", "discard") in st
+    assert all(d["tentative"] == [] for d in sim.events("rt_dump"))
+    assert final_copies(sim) == {"m-0": ["b1"], "m-1": ["b6"]}
+    assert duplicates(sim) == []
+
+
+def test_without_the_abort_resend_the_target_keeps_its_queued_copy(tmp_path):
+    """The failure the re-send fixes (seen on real processes when b4's restart took ~2 s under load)."""
+    from testbed.nodes.mobility.broker import MobilityBroker
+
+    orig = MobilityBroker.on_peer_up
+    MobilityBroker.on_peer_up = lambda self, peer: super(MobilityBroker, self).on_peer_up(peer)
+    try:
+        sim = run(cfgs(tmp_path), duration=6.0, delays=SLOW, tail=2.0,
+                  actions=[(0.0, lambda s: egress_dies_with_sender(s)), (1.0, move("m-0", "b6")),
+                           (1.9, lambda s: s.crash("b4")), (3.5, lambda s: s.restart("b4"))])
+    finally:
+        MobilityBroker.on_peer_up = orig
+    assert ("b6", "discard") not in steps(sim, "m-0#1")
+    assert [d["node"] for d in sim.events("rt_dump") if d["tentative"]] == ["b5", "b6"]
