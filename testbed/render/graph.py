@@ -9,7 +9,8 @@ text out with ``dot``). What the picture shows:
 - every client group as one node (``name``, role and ``xcount``) in its site,
   with an edge to each broker it attaches to; clients a protocol hosts inside its nodes
   (its ``hosted_clients`` hook, e.g. mobility's mobile clients) as one dashed note per group
-  with a dashed edge to each node where some start (``xN start``);
+  with a dashed edge to each node where some start (``xN start``; with ``at_s``, where the
+  hook places them then: ``xN at T``);
 - every overlay edge (``neighbors``, undirected) labelled with its emulated
   link (delay, jitter, loss, rate; both directions when they differ);
 - ``ordering``: each TM server labelled with the topics it hosts
@@ -202,7 +203,7 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             kw.update(label=kw["label"] + "\n(stalled)", fillcolor="#ffd9b3", color="#c05800")
         return f"{indent}{q(n.name)}{_attrs(**kw)};"
 
-    hosted = hosted_clients(plan)  # clients living inside nodes (e.g. mobility's mobile clients)
+    hosted = hosted_clients(plan, at_s)  # clients living inside nodes (e.g. mobility's mobile clients)
     hosted_site = {h.name: plan.nodes[next(iter(h.at))].site for h in hosted if h.at}
 
     def hosted_line(h, indent: str) -> str:
@@ -275,9 +276,10 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             elif down:
                 kw.update(style="dashed", color="#d62728", fontcolor="#d62728", label=f"DOWN  {label}")
             L.append(f"  {q(g.name)} -- {q(br)}{_attrs(**kw)};")
-    for h in hosted:  # where they start: a dashed edge per node, labelled with how many
+    for h in hosted:  # where they start (or are, at at_s): a dashed edge per node, labelled with how many
         for node, k in h.at.items():
-            kw = {"label": f"x{k} start", "color": "#4a9a4a", "fontcolor": "#3a7a3a", "style": "dashed",
+            where = "start" if h.at_s is None else f"at {format_time(h.at_s)}"
+            kw = {"label": f"x{k} {where}", "color": "#4a9a4a", "fontcolor": "#3a7a3a", "style": "dashed",
                   "penwidth": 1.0}
             L.append(f"  {q('hosted:' + h.name)} -- {q(node)}{_attrs(**kw)};")
     L.append("}")

@@ -9,11 +9,13 @@ stop before its send of (4), the target's receipt of (4) before its start).
                            started; stopped before (4) is sent, started after (4) arrived
 * P2 move_atomicity        one move_end per move_begin; commit => source clean and target
                            started; abort/reject => target never started; one started copy
-                           per client at the end
+                           per client at the end (crashed clients attributed; covering: moves
+                           cut by a fault on their path attributed to it)
 * P3 exactly_once          no client receives a publication twice (any node)
 * P4 completeness          every expected (client, publication) delivered; a mobile client's
                            subscription counts from its first subscribe (moves do not end it).
-                           Reconfiguration: every miss is a violation unless a fault explains it;
+                           Reconfiguration: every miss is a violation unless a fault explains it
+                           (a client lost with its broker: every miss from the crash on);
                            covering: misses inside the client's own move windows are attributed
 * P5 others_unaffected     clients that never move: no duplicate, no miss (faults aside)
 * P6 fifo                  per (client, publisher) order; violations for clients that never
@@ -22,6 +24,7 @@ stop before its send of (4), the target's receipt of (4) before its start).
                            its path (reconfiguration); covering counts changes to others' entries
 * P8 routing_atomicity     a committed move prepared and committed at every path broker; an
                            aborted one rolled back every prepare; no tentative entry at the end
+                           (per incarnation: what died with a crashed broker is attributed)
 * P9 routing_consistency   at the end, for every advertisement A at P and intersecting
                            subscription S at Q, every broker on path(P, Q) routes S toward Q,
                            and every broker has A toward P (section 3.5 (i), (ii))
@@ -200,26 +203,68 @@ def isolation_violations(rt_change: DataFrame, moves: DataFrame) -> DataFrame:
     )
 
 
-def tentative_violations(rt_change: DataFrame, moves: DataFrame) -> DataFrame:
-    """-> [mid, node, what]: a committed move missing prepare or commit at a path broker; an aborted
-    one with a prepare not rolled back (or a commit)."""
-    ops = rt_change.where(F.col("op").isin("prepare", "commit", "abort")).groupBy("mid", "node").agg(
+def incarnations(rt_change: DataFrame, node_start: DataFrame) -> DataFrame:
+    """rt_change + [inc, dead]: ``inc`` counts the node's restarts before the change; ``dead`` is true
+    when the node restarted after it (that process crashed: its tentative entries died with it)."""
+    restarts = node_start.where(F.col("restarted")).select("node", "t")
+    ch = rt_change.withColumn("_r", F.lit(0))
+    rs = restarts.select("node", "t", F.lit(1).alias("_r"))
+    cols = [c for c in ch.columns if c not in ("node", "t", "_r")]
+    for c in cols:
+        rs = rs.withColumn(c, F.lit(None).cast(ch.schema[c].dataType))
+    w = Window.partitionBy("node").orderBy("t", F.col("_r").desc()).rowsBetween(Window.unboundedPreceding, 0)
+    n = restarts.groupBy("node").agg(F.count("*").alias("_n"))
+    return (
+        ch.unionByName(rs.select(*ch.columns))
+        .withColumn("inc", F.sum("_r").over(w)).where(F.col("_r") == 0)
+        .join(n, on="node", how="left").fillna(0, ["_n"])
+        .withColumn("dead", F.col("inc") < F.col("_n"))
+        .drop("_r", "_n")
+    )
+
+
+def tentative_violations(rt_change: DataFrame, moves: DataFrame, node_start: DataFrame | None = None) -> DataFrame:
+    """-> [mid, node, what, by_crash]: a committed move missing prepare + commit at a path broker; an
+    aborted one with a prepare not rolled back (or a commit). Per incarnation of the broker (with
+    ``node_start``): a broker that crashed lost its tentative entries with its process, so a prepare of
+    an incarnation that ended in a crash and was neither committed nor rolled back is ``by_crash``
+    (attributed to the crash); a committed move needs one incarnation that prepared and committed
+    (the first, or the restarted one that installed the entry from the re-sent (4))."""
+    ch = rt_change.where(F.col("op").isin("prepare", "commit", "abort"))
+    ch = incarnations(ch, node_start) if node_start is not None else \
+        ch.withColumn("inc", F.lit(0)).withColumn("dead", F.lit(False))
+    ops = ch.groupBy("mid", "node", "inc", "dead").agg(
         F.sum(F.when(F.col("op") == "prepare", 1).otherwise(0)).alias("prepares"),
         F.sum(F.when(F.col("op") == "commit", 1).otherwise(0)).alias("commits"),
         F.sum(F.when(F.col("op") == "abort", 1).otherwise(0)).alias("aborts"))
+    good = (F.col("prepares") > 0) & (F.col("commits") >= F.col("prepares"))
+    open_ = F.col("commits") < F.col("prepares")
     committed = (
         moves.where(F.col("outcome") == "commit")
         .select("mid", F.explode("path").alias("node"))
-        .join(ops, on=["mid", "node"], how="left").fillna(0, ["prepares", "commits", "aborts"])
-        .where((F.col("prepares") == 0) | (F.col("commits") < F.col("prepares")))
-        .select("mid", "node", F.lit("committed move without prepare + commit here").alias("what"))
+        .join(ops, on=["mid", "node"], how="left").fillna(0, ["prepares", "commits", "aborts"]).fillna(False, ["dead"])
+        .groupBy("mid", "node")
+        .agg(F.max(F.when(good, 1).otherwise(0)).alias("good"),
+             F.max(F.when(open_ & ~F.col("dead"), 1).otherwise(0)).alias("live_open"),
+             F.max(F.when(open_ & F.col("dead"), 1).otherwise(0)).alias("dead_open"))
+        .where((F.col("good") == 0) | (F.col("live_open") == 1) | (F.col("dead_open") == 1))
+        .select("mid", "node",
+                F.when((F.col("good") == 1) & (F.col("live_open") == 0),
+                       F.lit("prepare lost in a crash of this broker (installed again from (4))"))
+                .otherwise(F.lit("committed move without prepare + commit here")).alias("what"),
+                ((F.col("good") == 1) & (F.col("live_open") == 0)).alias("by_crash"))
     )
+    bad = (F.col("commits") > 0) | (F.col("aborts") < F.col("prepares"))
     aborted = (
         ops.join(moves.where(F.col("outcome").isin("abort", "reject")).select("mid"), on="mid", how="left_semi")
-        .where((F.col("commits") > 0) | (F.col("aborts") < F.col("prepares")))
-        .select("mid", "node", F.lit("aborted move not rolled back here").alias("what"))
+        .where(bad)
+        .groupBy("mid", "node").agg(F.min(F.col("dead").cast("int")).alias("all_dead"))
+        .select("mid", "node",
+                F.when(F.col("all_dead") == 1, F.lit("tentative entry lost in a crash of this broker"))
+                .otherwise(F.lit("aborted move not rolled back here")).alias("what"),
+                (F.col("all_dead") == 1).alias("by_crash"))
     )
-    return committed.unionByName(aborted).select("mid", "node", "what")
+    return committed.unionByName(aborted).select("mid", "node", "what", "by_crash")
 
 
 # -- routing consistency (plain Python on the small end-of-run tables) -----------------------
@@ -373,25 +418,76 @@ def check_one_running_instance(ctx: AnalysisContext) -> CheckResult:
     return r
 
 
+#: fault operations that lose messages on a move's path (a crash or stall of a path broker, a cut or
+#: partition of a path link); a covering move without an end that began in such a window is theirs
+LOSSY_OPS = ("crash", "cut", "partition", "stall", "pause")
+
+
+def moves_cut_by_faults(ctx: AnalysisContext, moves: DataFrame) -> DataFrame:
+    """-> [mid, client, fault]: moves without an end that began inside the attribution window of a
+    fault that loses messages on their path (a cut of one of its links, a crash of one of its
+    brokers; a partition: any). Used for covering, which has no timeout or retransmission: such a
+    move never ends and its client may be lost (docs/mobility.md, "Moves under faults")."""
+    wins = []
+    for w in ctx.windows:
+        if w.attributable and set(w.ops) & set(LOSSY_OPS):
+            lo, hi = w.attribution_window(ctx.options.fault_margin_s)
+            wins.append((w.fault, float(lo), float(hi), set(w.targets), "cut" in w.ops))
+    rows = []
+    if wins:
+        for r in moves.where((F.col("ends") == 0) & F.col("begin_s").isNotNull()) \
+                .select("mid", "client", "begin_s", "path").collect():
+            path = list(r["path"] or [])
+            for fault, lo, hi, targets, link in wins:
+                # a cut: both ends on the path (one of its links); a crash/stall: its node on the path;
+                # a partition (no targets): any move
+                on_path = (targets <= set(path)) if link else bool(targets & set(path))
+                if lo <= r["begin_s"] <= hi and (not targets or on_path):
+                    rows.append((r["mid"], r["client"], fault))
+                    break
+    return ctx.spark.createDataFrame(rows, "mid string, client string, fault int")
+
+
 def check_move_atomicity(ctx: AnalysisContext) -> CheckResult:
     moves = _moves(ctx)
     cs = ctx.df("client_state")
-    crashed = crashed_moves(moves, ctx.df("node_start"), ctx.df("node_stop")).cache()
+    crashed = crashed_moves(moves, ctx.df("node_start"), ctx.df("node_stop"))
+    covering = _movement(ctx) == "covering"
+    by_fault = moves_cut_by_faults(ctx, moves).join(crashed, on="mid", how="left_anti").cache() if covering \
+        else None
+    excused = crashed if by_fault is None else crashed.unionByName(by_fault.select("mid"))
+    excused = excused.distinct().cache()
     v_all = atomicity_violations(moves, cs)
     v_crash = v_all.join(crashed, on="mid", how="left_semi").count()
-    v = v_all.join(crashed, on="mid", how="left_anti").cache()
+    v_fault = 0 if by_fault is None else v_all.join(by_fault.select("mid"), on="mid", how="left_semi").count()
+    v = v_all.join(excused, on="mid", how="left_anti").cache()
     bad_ends = started_copies_at_end(cs, ctx.df("node_start")).cache()
     lost = bad_ends.where((F.col("started") == 0) & (F.col("crashed") > 0))
     n_lost = lost.count()
     ends = bad_ends.join(lost.select("client"), on="client", how="left_anti")
+    n_lost_fault = 0
+    if by_fault is not None:
+        # covering: a client with no started copy whose last move was cut by a fault is that fault's loss
+        last = moves.withColumn("r", F.row_number().over(Window.partitionBy("client").orderBy(F.col("begin_s").desc())))\
+            .where(F.col("r") == 1).select("client", "mid")
+        gone = ends.where(F.col("started") == 0).join(last, on="client").join(by_fault.select("mid"), on="mid",
+                                                                                how="left_semi")
+        n_lost_fault = gone.count()
+        ends = ends.join(gone.select("client"), on="client", how="left_anti")
     n1, n2 = v.count(), ends.count()
     outcomes = {r["outcome"] or "none": r["count"] for r in moves.groupBy("outcome").count().collect()}
+    details = {"outcomes": outcomes, "bad_moves": n1, "clients_without_one_copy": n2,
+               "clients_lost_in_crashes": n_lost, "moves_cut_by_source_crash": v_crash}
+    if by_fault is not None:
+        details.update(moves_cut_by_faults=v_fault, clients_lost_by_faults=n_lost_fault,
+                       cut_moves=sorted(r["mid"] for r in by_fault.collect())[:20])
     r = summarize("P2_move_atomicity",
                   "each move ends once; commit => source clean and target started; abort => target never "
                   "started; one started copy per client at the end (clients whose broker crashed are "
-                  "attributed to the crash)", v, order=["mid"], count=n1 + n2, attributed=n_lost + v_crash,
-                  details={"outcomes": outcomes, "bad_moves": n1, "clients_without_one_copy": n2,
-                           "clients_lost_in_crashes": n_lost, "moves_cut_by_source_crash": v_crash})
+                  "attributed to the crash; covering: moves that never ended because a fault on their path "
+                  "dropped their messages, and the clients they lost, are attributed to that fault)", v,
+                  order=["mid"], count=n1 + n2, attributed=n_lost + v_crash + v_fault + n_lost_fault,
+                  details=details)
     if n2:
         r.examples += [{k: x for k, x in row.asDict().items()} for row in ends.limit(5).collect()]
     return r
@@ -403,6 +499,48 @@ def check_exactly_once(ctx: AnalysisContext) -> CheckResult:
                      order=["first_s", "client", "pub_id"])
 
 
+def dead_copies(client_state: DataFrame, node_start: DataFrame) -> DataFrame:
+    """-> [client, node]: clients with no live started copy at the end whose last started copy was on
+    ``node`` when it crashed (the node restarted after the client's last state there: section 4.1)."""
+    restarts = node_start.where(F.col("restarted")).groupBy("node").agg(F.max("t").alias("t_restart"))
+    w = Window.partitionBy("client", "node").orderBy(F.col("m").desc())
+    last = (client_state.withColumn("r", F.row_number().over(w)).where(F.col("r") == 1)
+            .join(restarts, on="node", how="left")
+            .withColumn("dead", F.col("t_restart").isNotNull() & (F.col("t_restart") > F.col("t"))))
+    live = last.where((F.col("state") == "started") & ~F.col("dead")).select("client").distinct()
+    return (last.where((F.col("state") == "started") & F.col("dead")).select("client", "node")
+            .join(live, on="client", how="left_anti").distinct())
+
+
+def _dead_clients(ctx: AnalysisContext) -> DataFrame:
+    """[client, fault, lo]: each client lost in a crash, with the crash's fault index and the start of
+    its attribution window (crashes of the fault windows only: a crash seen only in the history
+    attributes nothing here)."""
+    crashes = [(w.fault, w.attribution_window(ctx.options.fault_margin_s)[0], set(w.targets))
+               for w in ctx.windows if w.attributable and "crash" in w.ops]
+    rows = []
+    for r in dead_copies(ctx.df("client_state"), ctx.df("node_start")).collect():
+        hit = next(((f, lo) for f, lo, t in crashes if r["node"] in t), None)
+        if hit is not None:
+            rows.append((r["client"], hit[0], float(hit[1])))
+    return ctx.spark.createDataFrame(rows, "client string, fault int, lo double")
+
+
+def attribute_to_dead_clients(missing: DataFrame, dead: DataFrame) -> DataFrame:
+    """A client that died with its broker (section 4.1) misses everything after the crash, not only
+    inside the crash's window: its unattributed misses from the window's start on are the crash's."""
+    d = dead.select("client", F.col("fault").alias("d_fault"), F.col("lo").alias("d_lo"))
+    newly = F.col("fault").isNull() & F.col("d_lo").isNotNull() & (F.col("pub_s") >= F.col("d_lo"))
+    return (
+        missing.join(d, on="client", how="left")
+        .withColumn("fault_source", F.when(newly, F.lit("client lost with its broker")).otherwise(F.col("fault_source")))
+        .withColumn("fault", F.when(newly, F.col("d_fault")).otherwise(F.col("fault")))
+        .groupBy("client", "pub_id", "publisher", "pub_s")
+        .agg(F.min("fault").alias("fault"), F.first("fault_source").alias("fault_source"))
+        .select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+    )
+
+
 def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
     key = "mobility.missing"
     if key not in ctx.results:
@@ -412,7 +550,9 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
         expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
                                        margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
         missing = attribute_to_moves(
-            attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()),
+            attribute_to_dead_clients(
+                attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()),
+                _dead_clients(ctx)),
             _moves(ctx), MOVE_MARGIN_S).cache()
         ctx.results[key] = (missing, expected.count(), errors)
     return ctx.results[key]
@@ -482,22 +622,27 @@ def check_routing_isolation(ctx: AnalysisContext) -> CheckResult:
 
 def check_routing_atomicity(ctx: AnalysisContext) -> CheckResult:
     moves = _moves(ctx)
-    v = tentative_violations(ctx.df("rt_change"), moves).cache() if _movement(ctx) == "reconfiguration" \
-        else None
+    v = tentative_violations(ctx.df("rt_change"), moves, ctx.df("node_start")).cache() \
+        if _movement(ctx) == "reconfiguration" else None
     left = (
         ctx.df("rt_dump")
         .select("node", F.explode(F.from_json("tentative", "array<array<string>>")).alias("e"))
         .select(F.col("e")[0].alias("mid"), "node", F.concat(F.lit("tentative entry left: "),
                                                              F.concat_ws(" ", "e")).alias("what"))
     )
-    allv = left if v is None else v.unionByName(left)
+    n_broker_crash = 0
+    if v is not None:
+        n_broker_crash = v.where(F.col("by_crash")).count()
+        left = v.where(~F.col("by_crash")).drop("by_crash").unionByName(left)
     crashed = crashed_moves(moves, ctx.df("node_start"), ctx.df("node_stop"))
-    n_crash = allv.join(crashed, on="mid", how="left_semi").count()
+    n_crash = left.join(crashed, on="mid", how="left_semi").count()
     return summarize("P8_routing_atomicity", "a committed move prepared and committed at every path broker, an "
                      "aborted one rolled back; no tentative entry remains at the end (moves whose source "
-                     "crashed are attributed to the crash)", allv.join(crashed, on="mid", how="left_anti"),
-                     order=["mid", "node"], attributed=n_crash,
-                     details={"dumps": ctx.df("rt_dump").count(), "left_by_source_crash": n_crash})
+                     "crashed, and tentative entries that died with a crashed broker, are attributed to the "
+                     "crash)", left.join(crashed, on="mid", how="left_anti"),
+                     order=["mid", "node"], attributed=n_crash + n_broker_crash,
+                     details={"dumps": ctx.df("rt_dump").count(), "left_by_source_crash": n_crash,
+                              "lost_with_a_crashed_broker": n_broker_crash})
 
 
 def check_routing_consistency(ctx: AnalysisContext) -> CheckResult:

@@ -21,8 +21,20 @@ counted per link):
     ABORT mabort S -> T mid, subs                S timed out in wait (``move_timeout``): rollback
 
 A broker that has seen ABORT for a mid ignores a later (2) for it (it never prepares);
-S answers a late (2) with ABORT. The merge at T: the payload notifications in order, then
-T's own queue in arrival order skipping ids the source delivered since the move began.
+S answers a late (2) with ABORT.
+
+Lost (4) (beyond the paper, which assumes reliable FIFO links): once S has sent (4) it has
+stopped and committed, so it cannot abort; it re-sends (4) every ``move_timeout`` until (5)
+arrives (a cut or a crashed path broker dropped it). (4) is idempotent: a hop that committed
+already only relays it; a hop that lost its PREPARE (it crashed and restarted after (2) passed)
+prepares and commits the entry from (4); a target that merged it already answers (5) again;
+a restarted target without the queued copy starts the client from (4) (its queue died with
+it). A (4) of a move older than one the hop has handled for the client is only relayed.
+ABORT is re-sent to a neighbour whenever its connection comes back (``on_peer_up``: it restarted,
+or a cut healed), since one may have been dropped meanwhile; it is idempotent.
+
+The merge at T: the payload notifications in order, then T's own queue in arrival order skipping
+ids the source delivered since the move began.
 
 Covering movement (``movement: covering``, covering ``retract`` by default): S stops its
 copy and unsubscribes (a wave ``<mid>/u``); it sends the client's state along the path
@@ -96,7 +108,8 @@ class Copy:
 class Coord:
     """A coordinator: one per move and role at the source / target."""
 
-    __slots__ = ("mid", "role", "state", "client", "path", "dst", "t0", "timer", "udone", "sdone", "subs", "advs")
+    __slots__ = ("mid", "role", "state", "client", "path", "dst", "t0", "timer", "udone", "sdone", "subs", "advs",
+                 "xfer")
 
     def __init__(self, mid: str, role: str, client: str, path: list[str], t0: int,
                  subs: dict[str, str], advs: dict[str, str] | None = None) -> None:
@@ -108,6 +121,7 @@ class Coord:
         self.sdone = False
         self.subs = subs
         self.advs = dict(advs or {})
+        self.xfer: dict[str, Any] | None = None  # the source's (4), re-sent until (5) arrives
 
 
 def owner_of(entry_id: str) -> str:
@@ -133,6 +147,8 @@ class MobilityBroker(Broker):
         self.copies: dict[str, Copy] = {}
         self.coords: dict[str, Coord] = {}
         self.aborted: set[str] = set()
+        self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
+        self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
         self.waves: dict[str, list[Any]] = {}  # wave -> [deficit, parent (None = root), mid]
         self.traffic: dict[str, dict[str, dict[str, int]]] = {}
@@ -368,6 +384,7 @@ class MobilityBroker(Broker):
             c.timer = None
         c.moves += 1
         mid = f"{client}#{c.moves}"
+        self._note_move(client, c.moves)
         path = self.path_to(dst)
         co = Coord(mid, "src", client, path, self.rt.mono_ns(), dict(c.subs), c.advs)
         self.coords[mid] = co
@@ -383,6 +400,14 @@ class MobilityBroker(Broker):
         else:
             self._cover_start(c, co)
         return None
+
+    def _note_move(self, client: str, n: int) -> None:
+        if n > self.seen_move.get(client, 0):
+            self.seen_move[client] = n
+
+    @staticmethod
+    def _move_no(mid: str) -> int:
+        return int(mid.rsplit("#", 1)[1])
 
     def _end_move(self, co: Coord, outcome: str) -> None:
         dur_ms = (self.rt.mono_ns() - co.t0) / 1e6
@@ -430,6 +455,7 @@ class MobilityBroker(Broker):
             self._along({"k": "mrej", "mid": mid, "path": path}, False)
             return
         subs, advs = dict(msg["subs"]), dict(msg.get("advs") or {})
+        self._note_move(client, self._move_no(mid))
         c = Copy(client, next(iter(subs.values()), ""), subs, "queued", mid, int(mid.rsplit("#", 1)[1]), {},
                  advs=advs)
         self.copies[client] = c
@@ -453,6 +479,7 @@ class MobilityBroker(Broker):
             return
         i = path.index(self.name)
         if i > 0:
+            self._note_move(msg["c"], self._move_no(mid))
             for sid, text in msg["subs"].items():
                 self.table.prepare_sub(mid, sid, parse_cached(text), path[i + 1])
             for aid, text in (msg.get("advs") or {}).items():
@@ -479,16 +506,27 @@ class MobilityBroker(Broker):
         # a publisher's COMMIT first: the subscriptions it now attracts toward path[1] go ahead of (4)
         for aid in c.advs:
             self.emit(self.table.commit_adv(mid, aid, None))
-        self._send_m(path[1], {"k": "mxfer", "mid": mid, "c": c.client, "path": path, "subs": c.subs,
-                               "advs": c.advs, "delivered": delivered, "payload": payload,
-                               "state": c.state_msg()})
+        xfer = {"k": "mxfer", "mid": mid, "c": c.client, "path": path, "subs": dict(c.subs),
+                "advs": dict(c.advs), "delivered": delivered, "payload": payload, "state": c.state_msg()}
+        self._send_m(path[1], xfer)
         for sid in c.subs:
             self.table.commit_sub(mid, sid, None)
         self._drain_changes(mid)
         co.state = "commit"
         if co.timer is not None:
             co.timer.cancel()
-            co.timer = None
+        co.xfer = xfer
+        co.timer = self.rt.call_later(self.move_timeout, self._xfer_retry, mid)
+
+    def _xfer_retry(self, mid: str) -> None:
+        """No (5) within ``move_timeout`` of sending (4): (4) or (5) may have been dropped (a cut, a
+        crashed path broker or target); S has committed, so it re-sends (4) (idempotent on the path)."""
+        co = self.coords.get(mid)
+        if co is None or co.state != "commit" or co.xfer is None:
+            return
+        self.rt.log("move_step", mid=mid, client=co.client, step="xfer_resent")
+        self._send_m(co.path[1], co.xfer)
+        co.timer = self.rt.call_later(self.move_timeout, self._xfer_retry, mid)
 
     # (3) reject
     def _on_mrej(self, src: str, msg: dict[str, Any]) -> None:
@@ -506,20 +544,46 @@ class MobilityBroker(Broker):
     def _on_mxfer(self, src: str, msg: dict[str, Any]) -> None:
         path, mid, client = msg["path"], msg["mid"], msg["c"]
         i = path.index(self.name)
-        for sid in msg["subs"]:
-            self.table.commit_sub(mid, sid, path[i - 1])
-        for aid in msg.get("advs") or {}:  # section 4.4: SRT (adv, pre) becomes (adv, suc)
-            self.emit(self.table.commit_adv(mid, aid, path[i - 1]))
-        self._drain_changes(mid)
-        if i < len(path) - 1:
+        last = i == len(path) - 1
+        stale = self.seen_move.get(client, 0) > self._move_no(mid)  # a re-sent (4) overtaken by a later move
+        if not stale:
+            self._note_move(client, self._move_no(mid))
+            hop = "@" + client if last else path[i + 1]
+            for sid, text in msg["subs"].items():
+                if (mid, sid) not in self.table.tentative:
+                    e = self.table.prt.get(sid)
+                    if e is not None and e.hop == hop:
+                        continue  # committed here already: a re-sent (4)
+                    # this broker lost its PREPARE (it restarted after (2) passed): the entry comes from (4)
+                    self.table.prepare_sub(mid, sid, parse_cached(text), hop)
+                self.table.commit_sub(mid, sid, path[i - 1])
+            for aid, text in (msg.get("advs") or {}).items():  # section 4.4: SRT (adv, pre) becomes (adv, suc)
+                if (mid, aid) not in self.table.tentative_adv:
+                    a = self.table.srt.get(aid)
+                    if a is not None and a.hop == hop:
+                        continue
+                    self.table.prepare_adv(mid, aid, parse_cached(text), hop)
+                self.emit(self.table.commit_adv(mid, aid, path[i - 1]))
+            self._drain_changes(mid)
+        if not last:
             self._along(msg, True)
             return
-        self.rt.log("move_step", mid=mid, client=client, step="xfer_recv")
         c = self.copies.get(client)
+        if stale or (c is not None and c.mid == mid and c.state != "queued"):
+            # merged here already: (5) may have been lost, answer it again (nothing is delivered again)
+            self.rt.log("move_step", mid=mid, client=client, step="xfer_dup")
+            if not stale:
+                self._along({"k": "mdone", "mid": mid, "path": path}, False)
+            return
+        self.rt.log("move_step", mid=mid, client=client, step="xfer_recv")
         self.coords.pop(mid, None)
         if c is None or c.mid != mid:
-            self._bad(src, msg, f"transfer of {mid} without a queued copy")
-            return
+            # a restarted target: the queued copy (and its queue) died with the crash; start the client
+            # from (4), which carries everything the source had
+            subs, advs = dict(msg["subs"]), dict(msg.get("advs") or {})
+            c = Copy(client, next(iter(subs.values()), ""), subs, "queued", mid, self._move_no(mid), {}, advs=advs)
+            self.copies[client] = c
+            self.rt.log("move_step", mid=mid, client=client, step="xfer_adopt")
         st = msg.get("state") or {}
         c.moves = int(st.get("moves", c.moves))
         c.route, c.moving = st.get("route"), bool(st.get("moving", True))
@@ -591,18 +655,32 @@ class MobilityBroker(Broker):
             self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         self.rt.log("move_step", mid=mid, client=client, step="abort_sent")
-        self._send_m(path[1], {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs,
-                               "advs": dict(advs or {})})
+        msg = {"k": "mabort", "mid": mid, "c": client, "path": path, "subs": subs, "advs": dict(advs or {})}
+        self.abort_out[mid] = (path[1], msg)
+        self._send_m(path[1], msg)
+
+    def on_peer_up(self, peer: str) -> None:
+        """The pub/sub core's re-sync, and the ABORTs this broker sent toward ``peer`` again: one may
+        have been dropped while the connection was down (a crashed and restarted neighbour, a healed
+        cut); ABORT is idempotent (a hop without the tentative entry, a target without the queued copy:
+        nothing happens)."""
+        super().on_peer_up(peer)
+        for mid, (hop, msg) in list(self.abort_out.items()):
+            if hop == peer:
+                self.rt.log("move_step", mid=mid, client=msg["c"], step="abort_resent")
+                self._send_m(peer, msg)
 
     def _on_mabort(self, src: str, msg: dict[str, Any]) -> None:
         path, mid, client = msg["path"], msg["mid"], msg["c"]
         self.aborted.add(mid)
+        self._note_move(client, self._move_no(mid))
         for sid in msg["subs"]:
             self.table.abort_sub(mid, sid)
         for aid in msg.get("advs") or {}:
             self.table.abort_adv(mid, aid)
         self._drain_changes(mid)
         if path[-1] != self.name:
+            self.abort_out[mid] = (path[path.index(self.name) + 1], msg)
             self._along(msg, True)
             return
         self.coords.pop(mid, None)

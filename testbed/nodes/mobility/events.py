@@ -18,7 +18,10 @@ declare("client_state", P, "A client copy changed state: copy src | tgt | init; 
         "stopped | clean | queued | discarded.",
         mid="str", client="str", copy="str", state="str")
 declare("move_step", P, "A coordinator step at the source or target: xfer_sent (4) | xfer_recv (4) | "
-        "reject_sent (3) | abort_sent | discard | done_recv (5).",
+        "reject_sent (3) | abort_sent | discard | done_recv (5) | xfer_resent (the source re-sends (4): no "
+        "(5) within move_timeout) | xfer_dup (the target got (4) again: answers (5) again, no merge) | "
+        "xfer_adopt (a restarted target without the queued copy starts the client from (4)) | abort_resent "
+        "(ABORT sent again to a neighbour whose connection came back).",
         mid="str", client="str", step="str")
 declare("move_merge", P, "The target merged a moved client: payload notifications delivered, its own "
         "queue's length, and how many queued ids were skipped as already delivered at the source.",

@@ -35,6 +35,8 @@ scanning this package: adding a file here adds a protocol. Each module defines:
 
 from __future__ import annotations
 
+import inspect
+
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -127,22 +129,29 @@ class ScheduleAction:
 class HostedClients:
     """Clients a protocol hosts inside its nodes (not client processes), e.g. mobility's mobile
     clients: what ``testbed validate`` lists and ``testbed graph`` draws. ``at``: node -> how many
-    start there; ``text``: one line about them (workload, how they move)."""
+    start there (with ``at_s``: how many are there at that instant of the schedule); ``text``: one
+    line about them (workload, how they move)."""
 
     name: str
     role: str
     count: int
     at: dict[str, int]
     text: str = ""
+    at_s: float | None = None
 
 
-def hosted_clients(plan: Any) -> list[HostedClients]:
-    """The plan's clients hosted in nodes: the protocol's ``hosted_clients(plan)`` hook ([] when
-    it has none)."""
+def hosted_clients(plan: Any, at_s: float | None = None) -> list[HostedClients]:
+    """The plan's clients hosted in nodes: the protocol's ``hosted_clients(plan[, at_s])`` hook ([]
+    when it has none). With ``at_s``, where they are at that instant (a hook without an ``at_s``
+    parameter: where they start)."""
     if plan.protocol not in PROTOCOLS:
         return []
     hook = getattr(PROTOCOLS[plan.protocol], "hosted_clients", None)
-    return list(hook(plan)) if hook is not None else []
+    if hook is None:
+        return []
+    if at_s is not None and "at_s" in inspect.signature(hook).parameters:
+        return list(hook(plan, at_s=at_s))
+    return list(hook(plan))
 
 
 def schedule_actions(module: ModuleType | None) -> dict[str, ScheduleAction]:

@@ -332,9 +332,42 @@ def check_schedule(topology) -> list:
     return problems
 
 
-def hosted_clients(plan) -> list[HostedClients]:
-    """The mobile client groups (``params.mobile``): where their clients start, their workload and
-    how they move (``testbed validate`` and ``testbed graph`` show them)."""
+def placement_at(plan, clients: list[dict[str, Any]], at_s: float) -> dict[str, str | None]:
+    """client -> its broker at ``at_s`` as the schedule puts it (None: gone with a crashed broker),
+    replaying the plan's actions as ``testbed validate`` follows the topology's schedule: a scheduled
+    move puts the client at ``to`` unless ``to`` refuses moves then (reconfiguration), a crash of its
+    broker takes it along. Clients that move on their own stay where they start (their moves depend
+    on the run's timing)."""
+    reconf = (plan.params or {}).get("movement", "reconfiguration") == "reconfiguration"
+    where: dict[str, str | None] = {c["client"]: c["start"] for c in clients}
+    own = {c["client"] for c in clients if c["moves"]}
+    rejecting: dict[str, list[tuple[float, float]]] = {}
+    for a in sorted(plan.actions, key=lambda a: a.at_s):
+        if a.at_s > at_s:
+            break
+        call = a.call or {}
+        if a.op == "crash":
+            for c, b in where.items():
+                if b is not None and b in a.target:
+                    where[c] = None
+        elif call.get("op") == "reject":
+            for b in a.target:
+                rejecting.setdefault(b, []).append((a.at_s, a.at_s + float(call.get("args", {}).get("for", 0.0))))
+        elif call.get("op") == "move":
+            args = call.get("args") or {}
+            c, to = str(args.get("client", "")), str(args.get("to", ""))
+            if c not in where or c in own or where[c] is None or where[c] == to:
+                continue
+            if reconf and any(lo <= a.at_s < hi for lo, hi in rejecting.get(to, [])):
+                continue
+            where[c] = to
+    return where
+
+
+def hosted_clients(plan, at_s: float | None = None) -> list[HostedClients]:
+    """The mobile client groups (``params.mobile``): where their clients start (with ``at_s``: where
+    the schedule puts them then, :func:`placement_at`), their workload and how they move
+    (``testbed validate`` and ``testbed graph [--at T]`` show them)."""
     from testbed.topology.units import format_time
 
     mobile = (plan.params or {}).get("mobile") or {}
@@ -343,8 +376,13 @@ def hosted_clients(plan) -> list[HostedClients]:
     for g, spec in mobile.items():
         clients = assign(dict(spec, name=g), brokers, plan.repeat_index)
         at: dict[str, int] = {}
-        for c in clients:
-            at[c["start"]] = at.get(c["start"], 0) + 1
+        if at_s is None:
+            for c in clients:
+                at[c["start"]] = at.get(c["start"], 0) + 1
+        else:
+            for b in placement_at(plan, clients, at_s).values():
+                if b is not None:
+                    at[b] = at.get(b, 0) + 1
         movers = sum(1 for c in clients if c["moves"])
         if movers:
             routes = spec.get("routes")
@@ -356,7 +394,9 @@ def hosted_clients(plan) -> list[HostedClients]:
                         and str(a.call.get("args", {}).get("client", "")).rsplit("-", 1)[0] == g)
         if scheduled:
             how += f"; {scheduled} scheduled move(s)"
-        out.append(HostedClients(name=g, role="mobile", count=len(clients),
+        if at_s is not None and sum(at.values()) < len(clients):
+            how += f"; {len(clients) - sum(at.values())} gone with crashed brokers by {format_time(at_s)}"
+        out.append(HostedClients(name=g, role="mobile", count=len(clients), at_s=at_s,
                                  at={b: at[b] for b in brokers if b in at},
                                  text=(f"subscribers, workload {spec.get('workload', 'random')}; {how}"
                                        if spec.get("role", "subscriber") == "subscriber" else

@@ -145,3 +145,24 @@ def final_copies(sim: Sim) -> dict[str, list[str]]:
         if st == "started":
             out[c].append(n)
     return dict(out)
+
+
+def egress_dies_with_sender(sim) -> None:
+    """As the link emulation does on real processes: a frame waits out its link delay in the sender's
+    egress, so a crash of the sender loses what it had sent and not yet released (the in-memory
+    runtime's own wire only drops frames whose receiver is down)."""
+    import msgpack
+
+    def send(src, dst, msg):
+        data = msgpack.packb(msg, use_bin_type=True)
+        rt_src, rt_dst = sim.rts[src], sim.rts[dst]
+        if not rt_dst.alive:
+            return
+        t = max(sim.now + sim._delay(src, dst), sim._last.get((src, dst), 0))
+        sim._last[(src, dst)] = t
+
+        def deliver() -> None:
+            if rt_dst.alive and sim.rts[dst] is rt_dst and rt_src.alive and sim.rts[src] is rt_src:
+                sim.nodes[dst].on_message(src, msgpack.unpackb(data, raw=False))
+        sim.at(t, deliver)
+    sim._send = send

@@ -184,3 +184,29 @@ def test_a_misspelt_fault_key_is_not_taken_for_a_protocol_action(tmp_path):
         "13:5: faults[0]: unknown key 'fro' (did you mean 'for'?)",
         "14:14: faults[1].crsh: unknown fault kind 'crsh' (did you mean 'crash'?); protocol pubsub has: "
         "stall, crash, restart, cut, partition, pause, set_link"]
+
+
+def test_graph_at_a_time_shows_the_mobile_clients_where_the_schedule_puts_them():
+    from testbed.render.graph import plan_to_dot
+    from testbed.topology.protocols import hosted_clients
+
+    topo = ROOT / "topologies" / "mobility" / "faults.yaml"
+    [plan] = plans(topo, {"case": "reject"})  # m-0, m-2 at b1; m-1, m-3 at b6
+    at = lambda t: {h.name: h.at for h in hosted_clients(plan, t)}  # noqa: E731
+    assert at(None) == at(1.0) == {"m": {"b1": 2, "b6": 2}}
+    assert at(2.5) == {"m": {"b1": 2, "b6": 2}}  # the move to b6 at 2s is rejected (b6 refuses until 4s)
+    assert at(5.5) == {"m": {"b1": 1, "b5": 1, "b6": 2}}  # m-0 -> b5 at 5s
+    assert at(7.0) == {"m": {"b1": 2, "b5": 1, "b6": 1}}  # m-1 -> b1 at 6s
+    dot = plan_to_dot(plan, 7.0)
+    assert '"hosted:m" -- "b5" [label="x1 at 7s"' in dot and '"hosted:m" -- "b1" [label="x2 at 7s"' in dot
+    assert 'label="x2 start"' in plan_to_dot(plan)
+    # covering does not negotiate: the same schedule moves m-0 to b6 at 2s
+    [cov] = plans(topo, {"case": "reject", "movement": "covering"})
+    assert {h.name: h.at for h in hosted_clients(cov, 2.5)} == {"m": {"b1": 1, "b6": 3}}
+    # a crash takes the clients of its broker along (b1 at 2.6s: m-2; a scheduled move counts at its
+    # `at`, as validate follows it, so m-0 is at b6 from 2s on)
+    [crash] = plans(topo, {"case": "crash"})
+    [h] = hosted_clients(crash, 3.0)
+    assert h.at == {"b6": 3} and "1 gone with crashed brokers by 3s" in h.text
+    [h] = hosted_clients(crash, 6.5)  # the restart brings no client back; m-1 -> b5 at 6s
+    assert h.at == {"b5": 1, "b6": 2}
