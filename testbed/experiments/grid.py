@@ -82,6 +82,18 @@ class Paper:
     # says why where it does: what one run costs the machine, and what sharing it changes in what
     # the runs measure. `testbed reproduce --jobs N` overrides it.
     parallel: dict[str, int] = field(default_factory=dict)
+    # What we found where a claim does not hold here: (figure, the start of the claim's sentence)
+    # -> why, with the evidence (measured numbers, the predictor, the paper's setup we lack). The
+    # report prints it under a claim that failed (or had too few seeds); a failed claim without
+    # one is marked "not explained". Written from what the runs showed, never a reason to change
+    # a tolerance or a setup.
+    explained: dict[tuple[int, str], str] = field(default_factory=dict)
+
+    def explanation(self, figure: int, sentence: str) -> str | None:
+        for (f, start), why in self.explained.items():
+            if f == figure and sentence.startswith(start):
+                return why
+        return None
 
     def parallel_at(self, scale: str) -> int:
         return max(1, int(self.parallel.get(scale, 1)))

@@ -324,10 +324,20 @@ def _points45(scale: str) -> list[dict[str, Any]]:
     return [{"subscribers": n, "mode": m} for n in SUBSCRIBERS[scale] for m in MODES]
 
 
+# Why claims failed in the quick reproductions (docs/gryphon.md): shown in the report under a
+# claim that fails. What we found, not a reason to move a tolerance.
+EXPLAINED = {
+    (5, "remote latency rises"): "the remote means do rise with the subscribers, but at quick scale (1000 and 4000 "
+        "subscribers) the SHB's fan-out of 2,000-8,000 deliveries/s adds only a few ms, about the seed-to-seed "
+        "spread on a machine loaded by other jobs; the paper's rise comes from its fan-out pressure at up to "
+        "16,000 subscribers (paper scale keeps 1000-16000)",
+}
+
 PAPER = Paper(
     name="gryphon",
     title="Bhola et al., exactly-once delivery in a content-based publish/subscribe system (Gryphon)",
     notes="docs/gryphon.md",
+    explained=EXPLAINED,
     figures=(
         Figure(4, "CPU utilization vs number of subscribers, GD vs best-effort", ("fig4-5",), _STATED[4]),
         Figure(5, "latency vs number of subscribers, local and remote", ("fig4-5",), _STATED[5]),

@@ -21,6 +21,9 @@ VERDICT_TEXT = {PASS: "pass", FAIL: "**FAIL**", INFO: "info", INSUFFICIENT: "**i
                 NO_DATA: "**no data**"}
 
 
+NOT_EXPLAINED = "not explained: nothing in the paper's module says why (a finding to look into)"
+
+
 def _m(meas: dict[str, Any], nd: int = 2) -> str:
     mean, spread, n = meas.get("mean"), meas.get("spread"), meas.get("n", 0)
     if mean is None or not n:
@@ -113,6 +116,11 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
                          f"{_m(c['measured'])} | {_cell(c.get('tolerance') or '-')} | "
                          f"{VERDICT_TEXT[c['verdict']]}{_cell(why)} |")
             L.append("")
+            failed = [c for c in fc if "explanation" in c]
+            if failed:
+                L += ["Why these claims do not hold here:", ""]
+                L += [f"- *{c['sentence']}* ({c['verdict']}): {c['explanation'] or NOT_EXPLAINED}" for c in failed]
+                L.append("")
         pr = predicted_for(r, f["number"])
         if pr:
             L += ["Measured against the predictor (`testbed predict`: the plan alone, no queueing):", "",
@@ -219,6 +227,13 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
                          f"<td>{e(_m(c['measured']))}</td><td>{e(c.get('tolerance') or '-')}{reason}</td>"
                          f"<td class='{cls}'>{e(c['verdict'])}</td></tr>")
             H.append("</table>")
+            failed = [c for c in fc if "explanation" in c]
+            if failed:
+                H.append("<p>Why these claims do not hold here:</p><ul class='why'>")
+                H += [f"<li><em>{e(c['sentence'])}</em> ({e(c['verdict'])}): "
+                      + (e(c["explanation"]) if c["explanation"] else f"<strong>{e(NOT_EXPLAINED)}</strong>")
+                      + "</li>" for c in failed]
+                H.append("</ul>")
         pr = predicted_for(r, f["number"])
         if pr:
             H.append("<p>Measured against the predictor (<code>testbed predict</code>: the plan alone, no "

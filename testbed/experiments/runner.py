@@ -443,6 +443,15 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
     return by_grid, stats
 
 
+def _explained(paper: Paper, c: Claim) -> dict[str, Any]:
+    """A claim as data; one that failed (or had too few seeds) carries the paper's explanation
+    of why it does not hold here (``Paper.explained``), or None: not explained."""
+    d = c.to_dict()
+    if c.verdict in ("fail", "insufficient", "no data"):
+        d["explanation"] = paper.explanation(c.figure, c.sentence)
+    return d
+
+
 def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *,
                     runs_dir: str | None = None, provider: str | None = None,
                     progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
@@ -487,7 +496,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
                          "image": ctx.figures.get(f.number),
                          "references": [dataclasses.asdict(r) for r in f.references]}
                         for f in paper.figures if f.number in figs],
-        "claims": [c.to_dict() for c in ctx.claims],
+        "claims": [_explained(paper, c) for c in ctx.claims],
         "checks": ctx.checks,
         "numbers": ctx.numbers,
         "runs": [{"name": entry_name(e), "grid": e.grid, "point": e.point, "repeat": e.repeat,

@@ -327,3 +327,19 @@ def test_gryphon_fig8_normal_is_the_runs_own_baseline():
     assert set(cl.values()) == {C.PASS}, cl
     slow = {c.sentence: c.verdict for c in G.claims_8([_m8(s1_median_2s_after_restart_ms=900.0)] * 3)}
     assert slow["latency back to normal quickly"] == C.FAIL
+
+
+def test_every_explanation_names_a_claim_the_paper_makes():
+    """A paper's ``explained`` keys (figure, start of a claim's sentence) must name a figure of the
+    paper and a sentence its module writes: a stale key would hide that a claim is unexplained."""
+    import inspect
+
+    from testbed.experiments import papers
+
+    for name, paper in papers().items():
+        src = inspect.getsource(inspect.getmodule(paper.analyze))
+        figs = {f.number for f in paper.figures}
+        for (fig, start), why in paper.explained.items():
+            assert fig in figs, (name, fig)
+            assert f'"{start}' in src or f"'{start}" in src or f'f"{start}' in src, (name, fig, start)
+            assert len(why) > 40, (name, fig, start)

@@ -63,3 +63,29 @@ def test_measured_against_predicted_is_a_table_under_its_figure(tmp_path):
     assert "| x | y |" not in text  # Fig 4 is not in this result: its row is not shown under Fig 3
     assert '"other": 1' in text and '"predicted"' not in text  # the rest of the numbers stay as JSON
     assert "<td>% outgoing, tm2</td><td>10.00 ± 1.00 (n=3)</td><td>9.80 ± 0.00 (n=3)</td>" in page.read_text()
+
+
+def test_a_failed_claim_says_why_or_that_it_is_not_explained(tmp_path):
+    from testbed.experiments.grid import Figure, Paper
+    from testbed.experiments.runner import _explained
+
+    paper = Paper(name="p", title="P", figures=(Figure(3, "three", (), "s"),), grids=(), analyze=lambda c: None,
+                  explained={(3, "about"): "the paper's machines had 6 processors; ours 2 (measured 12 vs 46)"})
+    ok = C.comparison(3, "a above b", [C.Difference("x", (5, 6, 7), (1, 2, 3), ">")], what="w")
+    bad = C.value(3, "about 46", [12, 13, 12], 46, C.Tolerance("why", rel=0.3))
+    lone = C.value(3, "near 40", [12, 13, 12], 40, C.Tolerance("why", rel=0.3))
+    ds = [_explained(paper, c) for c in (ok, bad, lone)]
+    assert "explanation" not in ds[0]  # a pass needs none
+    assert ds[1]["explanation"].startswith("the paper's machines") and ds[2]["explanation"] is None
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "result.json").write_text(json.dumps(
+        {"paper": "p", "title": "P", "scale": "quick", "figures": [3], "timings": {}, "stats": {},
+         "figure_info": [{"number": 3, "title": "three", "paper": "s", "image": None, "references": []}],
+         "claims": ds, "checks": [], "runs": []}))
+    md, page = report.write_all(tmp_path)
+    text = md.read_text()
+    assert "- *about 46* (fail): the paper's machines had 6 processors" in text
+    assert f"- *near 40* (fail): {report.NOT_EXPLAINED}" in text
+    assert "a above b* (" not in text
+    html = page.read_text()
+    assert "<ul class='why'>" in html and f"<strong>{report.NOT_EXPLAINED.replace(chr(39), '&#x27;')}</strong>" in html
