@@ -33,6 +33,7 @@ checks' on real histories, clean and broken.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,6 +54,8 @@ from testbed.analysis.pubsub.checks import (
 SEP = "|"
 KEYS = ("client", "node", "mid", "pub_id", "sub_id", "adv_id", "publisher", "broker", "owner", "src", "dst")
 N_EXAMPLES = 3
+# event types read by several checks: namespaced once, kept in memory for the group's checks
+CACHED = ("deliver", "client_state", "move_begin", "move_end", "node_start")
 
 # the descriptions (the per-run checks' own words, shortened)
 DESCRIPTIONS = {
@@ -113,8 +116,15 @@ class BatchContext(AnalysisContext):
         if ev not in self.events:
             from testbed.analysis.batch import read_runs
 
-            self.events[ev] = namespaced(read_runs(self.spark, self.run_dirs, ev)).drop("run_id")
+            df = namespaced(read_runs(self.spark, self.run_dirs, ev)).drop("run_id")
+            self.events[ev] = df.cache() if ev in CACHED else df
         return self.events[ev]
+
+    def release(self) -> None:
+        super().release()
+        for df in self.events.values():
+            if df.is_cached:
+                df.unpersist()
 
     def raw(self, ev: str) -> DataFrame:
         """Event type ``ev`` of the group's runs as stored, with ``run_id`` (ids not prefixed)."""
@@ -450,7 +460,9 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
         ids = {k: Path(run_dirs[k]).resolve().name for k in keys}
         progress(f"mobility: checks P1-P9 on {len(keys)} {movement} run(s) at once")
         for name, fn in _group_checks(movement):
+            t = time.monotonic()
             found = fn(ctx)
+            progress(f"mobility: {name} on {len(keys)} {movement} run(s): {time.monotonic() - t:.1f} s")
             for k in keys:
                 r = found.get(ids[k]) or {"passed": True, "violations": 0, "attributed": 0, "examples": []}
                 out[k].append({"check": name, "description": DESCRIPTIONS[name], **r})

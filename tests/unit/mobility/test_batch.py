@@ -6,6 +6,7 @@ named among good ones whose node and client names are the same."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,10 +59,18 @@ def fifo_swap(logs):
     logs[i]["t"], logs[j]["t"], logs[i]["m"], logs[j]["m"] = logs[j]["t"], logs[i]["t"], logs[j]["m"], logs[i]["m"]
 
 
-# a second started copy also has no routing entries where it lives: P9 fails with P2 (per run too)
-BROKEN = {"two-copies": (two_copies, {"P2", "P9"}), "lost": (lose_in_move, {"P4"}),
-          "dup": (duplicate_at_source, {"P1", "P3"}), "tentative": (tentative_left, {"P8"}),
-          "off-path": (off_path, {"P7", "P9"}), "fifo": (fifo_swap, {"P6"})}
+def both(*fns):
+    def apply(logs):
+        for fn in fns:
+            fn(logs)
+    return apply
+
+
+# three broken runs, two independent breaks each (fewer runs: each costs a per-run analysis here). A
+# second started copy also has no routing entries where it lives: P9 fails with P2 (per run too).
+BROKEN = {"dup+tentative": (both(duplicate_at_source, tentative_left), {"P1", "P3", "P8"}),
+          "copies+fifo": (both(two_copies, fifo_swap), {"P2", "P9", "P6"}),
+          "lost+off-path": (both(lose_in_move, off_path), {"P4", "P7", "P9"})}
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +100,55 @@ def test_batched_verdicts_equal_the_per_run_checks(spark, runs):
     assert cov_p4["attributed"] > 0
     for name, (_, want) in BROKEN.items():
         assert failing[name] == want, name
-    ex = next(c for c in batched["off-path"] if c["check"] == "P9_routing_consistency")["examples"]
+    ex = next(c for c in batched["lost+off-path"] if c["check"] == "P9_routing_consistency")["examples"]
     assert any("stay-1:s1" in e for e in ex)
-    ex = next(c for c in batched["dup"] if c["check"] == "P3_exactly_once")["examples"]
+    ex = next(c for c in batched["dup+tentative"] if c["check"] == "P3_exactly_once")["examples"]
     assert ex and "|" not in ex[0]  # ids without the run prefix
+
+
+def test_batched_fault_attribution_uses_each_runs_own_windows(spark, tmp_path):
+    """Moves under faults (tests/unit/mobility/test_checks_faults.py's histories): a covering move cut
+    on its path, with and without the cut in the manifest (same node and client names, one group:
+    only the run's own fault windows tell them apart), and a reconfiguration client lost with its
+    broker (its later misses attributed to the crash). Batched = per run, verdicts and attributions."""
+    from .test_checks_faults import crash, move, restart, simulate
+
+    def cut(sim, _):
+        send = sim._send
+
+        def dropping(src, dst, msg):
+            if {src, dst} == {"b3", "b4"} and 1.0 <= sim.now / 1e9 - AFTER < 2.0:
+                return
+            send(src, dst, msg)
+        sim._send = dropping
+
+    def timeline(run, rows):
+        m = json.loads((run / "manifest.json").read_text())
+        m["timeline"] = rows
+        (run / "manifest.json").write_text(json.dumps(m))
+        return run
+
+    cfgs, logs, _ = simulate(tmp_path / "c", [(0.0, cut), (1.2, move("m-0", "b6"))], movement="covering",
+                             delays=None)
+    dirs = {"cut": timeline(write_run(tmp_path / "cut", cfgs, logs), [
+        {"fault": 0, "op": op, "target": ["b3", "b4"], "planned_s": at, "actual_s": at, "status": "done",
+         "window": [1.0, 2.0], "source": "cut: [b3, b4]"} for op, at in (("cut", 1.0), ("heal", 2.0))]),
+        "cut-unrecorded": write_run(tmp_path / "cut-unrecorded", cfgs, logs)}
+    cfgs, logs, restarts = simulate(tmp_path / "l", [(0.0, move("m-0", "b6")), (2.3, crash("b6")),
+                                                     (2.6, restart("b6"))], rate=100.0, delays=None)
+    dirs["lost"] = timeline(write_run(tmp_path / "lost", cfgs, logs, restarts=restarts), [
+        {"fault": 0, "op": "crash", "target": ["b6"], "planned_s": 2.3, "actual_s": 2.3, "status": "done",
+         "window": [2.3, 2.6], "source": "crash: b6"},
+        {"fault": 1, "op": "restart", "target": ["b6"], "planned_s": 2.6, "actual_s": 2.6, "status": "done",
+         "window": [2.6, 2.6], "source": "restart: b6"}])
+    batched = check_runs(spark, {k: str(d) for k, d in dirs.items()},
+                         options=AnalysisOptions(settle_s=0.3, travel_margin_s=0.5))
+    for key, d in dirs.items():
+        per = {k: (r.passed, r.violations, r.attributed) for k, r in results(spark, d).items()}
+        got = {c["check"].split("_", 1)[0]: (c["passed"], c["violations"], c["attributed"]) for c in batched[key]}
+        assert got == per, key
+    p2 = {k: next(c for c in v if c["check"] == "P2_move_atomicity") for k, v in batched.items()}
+    assert p2["cut"]["passed"] and p2["cut"]["attributed"] == 2
+    assert not p2["cut-unrecorded"]["passed"] and p2["cut-unrecorded"]["violations"] == 2
+    p4 = next(c for c in batched["lost"] if c["check"] == "P4_completeness")
+    assert p4["passed"] and p4["attributed"] > 0
