@@ -459,12 +459,18 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
         ctx = BatchContext.over(spark, [run_dirs[k] for k in keys], options)
         ids = {k: Path(run_dirs[k]).resolve().name for k in keys}
         progress(f"mobility: checks P1-P9 on {len(keys)} {movement} run(s) at once")
+        # a run none of whose events were read would pass every check: fail it instead
+        seen = {r[0] for r in ctx.df("node_start").select(run_of("node")).distinct().collect()}
+        unread = {k for k in keys if ids[k] not in seen}
         for name, fn in _group_checks(movement):
             t = time.monotonic()
             found = fn(ctx)
             progress(f"mobility: {name} on {len(keys)} {movement} run(s): {time.monotonic() - t:.1f} s")
             for k in keys:
                 r = found.get(ids[k]) or {"passed": True, "violations": 0, "attributed": 0, "examples": []}
+                if k in unread:
+                    r = {"passed": False, "violations": 1, "attributed": 0,
+                         "examples": [f"no events of run {ids[k]} were read (no node_start)"]}
                 out[k].append({"check": name, "description": DESCRIPTIONS[name], **r})
         ctx.release()
     return out

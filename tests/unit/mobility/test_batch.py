@@ -68,9 +68,10 @@ def both(*fns):
 
 # three broken runs, two independent breaks each (fewer runs: each costs a per-run analysis here). A
 # second started copy also has no routing entries where it lives: P9 fails with P2 (per run too).
-BROKEN = {"dup+tentative": (both(duplicate_at_source, tentative_left), {"P1", "P3", "P8"}),
-          "copies+fifo": (both(two_copies, fifo_swap), {"P2", "P9", "P6"}),
-          "lost+off-path": (both(lose_in_move, off_path), {"P4", "P7", "P9"})}
+# (run directory names without "+": read_runs url-decodes the path, "+" would read as a space)
+BROKEN = {"dup-tentative": (both(duplicate_at_source, tentative_left), {"P1", "P3", "P8"}),
+          "copies-fifo": (both(two_copies, fifo_swap), {"P2", "P9", "P6"}),
+          "lost-off-path": (both(lose_in_move, off_path), {"P4", "P7", "P9"})}
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +101,9 @@ def test_batched_verdicts_equal_the_per_run_checks(spark, runs):
     assert cov_p4["attributed"] > 0
     for name, (_, want) in BROKEN.items():
         assert failing[name] == want, name
-    ex = next(c for c in batched["lost+off-path"] if c["check"] == "P9_routing_consistency")["examples"]
+    ex = next(c for c in batched["lost-off-path"] if c["check"] == "P9_routing_consistency")["examples"]
     assert any("stay-1:s1" in e for e in ex)
-    ex = next(c for c in batched["dup+tentative"] if c["check"] == "P3_exactly_once")["examples"]
+    ex = next(c for c in batched["dup-tentative"] if c["check"] == "P3_exactly_once")["examples"]
     assert ex and "|" not in ex[0]  # ids without the run prefix
 
 
