@@ -39,7 +39,6 @@ from typing import Any, Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from testbed.analysis.context import AnalysisContext, AnalysisOptions
 from testbed.analysis.filters import match_pairs
@@ -231,8 +230,8 @@ def p2(ctx: BatchContext, movement: str) -> Verdicts:
     ends = bad_ends.join(lost.select("client"), on="client", how="left_anti")
     parts.append((lost, "client", "a"))
     if by_fault is not None:
-        last = moves.withColumn("r", F.row_number().over(Window.partitionBy("client").orderBy(F.col("begin_s").desc())))\
-            .where(F.col("r") == 1).select("client", "mid")
+        w = Window.partitionBy("client").orderBy(F.col("begin_s").desc())
+        last = moves.withColumn("r", F.row_number().over(w)).where(F.col("r") == 1).select("client", "mid")
         gone = ends.where(F.col("started") == 0).join(last, on="client").join(by_fault.select("mid"), on="mid",
                                                                                 how="left_semi")
         parts.append((gone.drop("mid"), "client", "a"))
