@@ -80,7 +80,8 @@ def test_checks_pass_on_both_protocols_and_the_figure_is_drawn(reproduced):
     for c in checks:
         by_run.setdefault(c["run"], {})[c["check"]] = c["passed"]
     assert set(by_run) == {f"mix/movement={m}/r{i}" for m in ("reconfiguration", "covering") for i in range(3)} | {
-        "check-reconfiguration/movement=reconfiguration/r0", "check-covering/movement=covering/r0"}
+        "check-reconfiguration/duration=10s,movement=reconfiguration/r0",
+        "check-covering/duration=10s,movement=covering/r0"}
     for run, res in by_run.items():
         props = {k for k in res if k[:2] in {f"P{i}" for i in range(1, 10)}}
         assert len(props) == 9, (run, res)
