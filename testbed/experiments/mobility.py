@@ -488,7 +488,8 @@ def _mv(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # Why claims failed in the quick reproductions of 2026-11-26 (docs/mobility.md, "Results": A one
-# run at a time, first half idle; B two at a time at load 11-24): shown in the report under a
+# run at a time, first half idle; B two at a time at load 11-24; C two at a time, every run
+# checked, load 3-12): shown in the report under a
 # claim that fails. What we found, not a reason to move a tolerance or a setup.
 _PATH = ("reconfiguration crosses the 6-link path four times in sequence ((1) S->T, (2) T->S, (4) S->T, (5) T->S), "
          "while covering's unsubscription wave and its transfer + subscription wave run in parallel (2-3 crossings)")
@@ -511,8 +512,9 @@ EXPLAINED = {
         "every group completes the same number of moves under both protocols (ratio 1.0, judged per group)",
     (9, "covering: covered has fewer messages"): "in the covered group the root is 1 of 10 clients (the paper: 40 "
         "of 400) but its move costs ~400 messages, which lifts the covered mean above tree's",
-    (10, "covering degrades with more clients"): "passed idle (A), failed at load 11-24 (B): 14 s runs give 6-30 "
-        "counted moves per run, and the latency means follow the machine's load more than the client count",
+    (10, "covering degrades with more clients"): "passed in A (idle), failed in B (load 11-24) and C (load 3-12): "
+        "14 s runs give 6-30 counted moves per run, and the latency means follow the machine's load more than the "
+        "client count",
     (10, "reconfiguration latency stable"): "passed idle (A: 1.05), failed at load 11-24 (B: 1.82 against <= 1.5): "
         "the latency of a 100-client run on a loaded 2-core machine; the messages per move stay exactly 24",
     (10, "reconfiguration faster despite more total messages"): "covering sends about twice the messages per move "
@@ -523,8 +525,9 @@ EXPLAINED = {
     (12, "reconfiguration latency stable as more clients move"): "2.5 +- 0.9 (A, its Fig 12 runs at load 4-12) and "
         "1.8 +- 0.5 (B) against <= 1.5: with 2-10 movers a run counts 6-30 moves, and its latency mean follows the "
         "load; the messages per move stay exactly 24",
-    (12, "covering: the slope from the first"): "with 2 movers per step (the paper: 10) the differences are inside the "
-        "seeds' spread (A) or just beyond it (B)",
+    (12, "covering: the slope from the first"): "with 2 movers per step (the paper: 10) the slopes go either way "
+        "from one reproduction to the next: inside the seeds' spread in A, beyond it the paper's way in B, beyond it "
+        "the other way in C",
     (12, "covering: moving leaves"): "with 2 movers per step the latency differences are inside the seeds' spread",
     (13, "topology size affects"): "a latency ratio between 14 and 32 brokers at the 1.5 tolerance's edge: short "
         "runs on a loaded machine; the messages per move do not change",
