@@ -255,8 +255,10 @@ def search(plan) -> dict[str, Any]:
     seed 0, correct = P2 and P9 hold on its logs): ``search_from`` the wait found for the nearest
     configuration already searched (``nearest_wait``), else ``bisect_wait`` from WAIT_START_MS; every entry then
     is one sample at the wait found: the probe run itself for placement 0 / seed 0, else a run at
-    its placement and seed. (A resumed reproduction searches again for a configuration whose
-    samples are not all in the run index.)"""
+    its placement and seed (checked with the other runs, batched, in the analysis). When the
+    reproduction makes runs two or more at a time (``runner.jobs_now()``), the probes are made in
+    pairs (``_prober``: the same answer) and a sample with the next seed's. (A resumed
+    reproduction searches again for a configuration whose samples are not all in the run index.)"""
     from testbed import api
     from testbed.analysis.session import spark_session
     from testbed.analysis.transactions.measure import check_run
