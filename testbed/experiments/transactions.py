@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass
@@ -246,6 +247,7 @@ def nearest_wait(cfg: str, found: dict[str, int | None]) -> int | None:
 
 
 _SEARCHES: dict[tuple, dict[str, Any]] = {}  # one search per configuration per process (its samples reuse it)
+_FAILED_LOCK = threading.Lock()
 
 
 def search(plan) -> dict[str, Any]:
@@ -265,8 +267,12 @@ def search(plan) -> dict[str, Any]:
     from testbed.experiments import topologies
     from testbed.runs.rundir import runs_root
 
+    from testbed.errors import TestbedError
+    from testbed.experiments.runner import RUN_ATTEMPTS
+
     pt = point_of(plan)
     scale = pt["scale"]
+    failed: list[dict[str, Any]] = []  # failed attempts of this entry's runs (tried again)
     path = str(topologies.find("transactions", "reproduce.yaml"))
     root = runs_root(None) / f"reproduce-transactions-{scale}-wait"
     root.mkdir(parents=True, exist_ok=True)
@@ -279,6 +285,15 @@ def search(plan) -> dict[str, Any]:
               "wait_ms": wait_ms}
         [p] = [p for p in api.plans(path, sv, plan.provider) if p.repeat_index == 0]
         p = dataclasses.replace(p, repeat_index=repeat)
+        # a run that raised (failed to come up: e.g. a port taken by another process between its
+        # choice and the node's bind) is tried again, as the runner does (RUN_ATTEMPTS)
+        for _ in range(1, RUN_ATTEMPTS):
+            try:
+                return str(api.run_one(p, path, sv, root, quiet, quiet).path)
+            except TestbedError as e:
+                with _FAILED_LOCK:
+                    failed.append({"wait_ms": wait_ms, "placement": placement, "repeat": repeat,
+                                   "error": f"{type(e).__name__}: {e}"})
         return str(api.run_one(p, path, sv, root, quiet, quiet).path)
 
     def judge(wait_ms: int, run: str, placement: int = 0, repeat: int = 0) -> dict[str, Any]:
@@ -347,7 +362,8 @@ def search(plan) -> dict[str, Any]:
                                                       "run": runs[1]}
         else:
             sample = {"wait_ms": w, "placement": at[0], "repeat": at[1], "run": make(w, *at)}
-    return {**{k: v for k, v in found.items() if k != "samples"}, "sample": sample}
+    return {**{k: v for k, v in found.items() if k != "samples"}, "sample": sample,
+            **({"failed_attempts": failed} if failed else {})}
 
 
 # ------------------------------------------------------------------------------ claims (pure)

@@ -243,3 +243,36 @@ def test_checks_and_wait_claims():
 def test_throughput_definitions():
     assert throughput({"threads": 1, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 4.0
     assert throughput({"threads": 5, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 3.0
+
+
+def test_a_search_run_that_failed_to_come_up_is_tried_again(monkeypatch, tmp_path):
+    """As the runner does (RUN_ATTEMPTS): a probe whose run raised (e.g. a port taken by another
+    process before the node bound it) is made once more, and the failed attempt is in the row."""
+    import types
+
+    import testbed.analysis.session as S
+    import testbed.analysis.transactions.measure as M
+    from testbed.errors import ProviderError
+
+    monkeypatch.setenv("TESTBED_RUNS", str(tmp_path))
+    monkeypatch.setattr(S, "spark_session", lambda *a, **k: None)
+    monkeypatch.setattr(M, "check_run", lambda spark, run, fns: [{"check": f, "passed": True, "violations": 0}
+                                                                for f in fns])
+    calls = []
+
+    def run_one(p, path, sv, root, *a):
+        calls.append(sv["wait_ms"])
+        if len(calls) == 1:
+            raise ProviderError("node b1: exited during start-up: address already in use")
+        return types.SimpleNamespace(path=tmp_path / f"run{len(calls)}")
+
+    monkeypatch.setattr(api, "run_one", run_one)
+    T._SEARCHES.clear()
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    [plan] = [p for p in api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
+              if p.repeat_index == 0]
+    row = T.search(plan)
+    T._SEARCHES.clear()
+    assert calls[:2] == [400, 400] and row["wait_ms"] == 0  # every probe passes here: down to 0
+    assert row["failed_attempts"] == [{"wait_ms": 400, "placement": 0, "repeat": 0,
+                                       "error": "ProviderError: node b1: exited during start-up: address already in use"}]
