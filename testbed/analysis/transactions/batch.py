@@ -9,8 +9,7 @@ trigger, node, client, agent, dispatcher, subscription, and the subscription ids
 disjoint, so the checks' own violation queries (``checks.py``: ``required_order``,
 ``routing_violations``, ...) run unchanged over all of them, and each violation row names its run
 (the prefix of its transaction or node). The runs of a batch are grouped by what changes a
-check's rule (the variant; whether P9 applies): one Spark job per group, the union of its checks'
-violations (``per_check_and_run``).
+check's rule (the variant; whether P9 applies): one job per check per group.
 
 The pub/sub core's checks (P8, regular traffic) are not batched: they match every publication
 against every subscription by content, which would pair runs with each other; they run per run
@@ -147,45 +146,18 @@ def _unprefix(x: Any, run_id: str) -> Any:
     return x.replace(run_id + SEP, "") if isinstance(x, str) else x
 
 
-def _tagged(viol: DataFrame, col: str, name: str) -> DataFrame:
-    """A check's violations as (check, _run, row as JSON): every check's in one schema."""
-    return viol.select(F.lit(name).alias("check"), F.substring_index(F.col(col), SEP, 1).alias("_run"),
-                       F.to_json(F.struct(*viol.columns)).alias("row"))
-
-
-def _counted(tagged: DataFrame, n_examples: int) -> list:
-    return (tagged.groupBy("check", "_run")
-            .agg(F.count("*").alias("n"), F.slice(F.collect_list("row"), 1, n_examples).alias("ex"))
-            .collect())
-
-
 def per_run(viol: DataFrame, col: str, n_examples: int = 3) -> dict[str, tuple[int, list[str]]]:
     """One Spark job: {run_id: (violations, up to n examples as JSON, ids without the run prefix)}."""
-    rows = _counted(_tagged(viol, col, ""), n_examples)
+    rows = (viol.withColumn("_run", F.substring_index(F.col(col), SEP, 1))
+            .groupBy("_run").agg(F.count("*").alias("n"),
+                                 F.slice(F.collect_list(F.to_json(F.struct(*viol.columns))), 1, n_examples).alias("ex"))
+            .collect())
     return {r["_run"]: (int(r["n"]), [_unprefix(e, r["_run"]) for e in r["ex"]]) for r in rows}
-
-
-def per_check_and_run(viols: dict[str, tuple[DataFrame, str]], n_examples: int = 3
-                      ) -> dict[str, dict[str, tuple[int, list[str]]]]:
-    """Every check's violations ({check: (violations, run column)}) in ONE Spark job (a union:
-    the checks' shared reads are planned once, one job is scheduled instead of one per check):
-    {check: {run_id: (violations, examples)}}, as ``per_run`` gives each."""
-    out: dict[str, dict[str, tuple[int, list[str]]]] = {name: {} for name in viols}
-    if not viols:
-        return out
-    union = None
-    for name, (viol, col) in viols.items():
-        t = _tagged(viol, col, name)
-        union = t if union is None else union.unionByName(t)
-    for r in _counted(union, n_examples):
-        out[r["check"]][r["_run"]] = (int(r["n"]), [_unprefix(e, r["_run"]) for e in r["ex"]])
-    return out
 
 
 def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] = lambda s: None
                ) -> dict[str, list[dict[str, Any]]]:
-    """P1-P7 and P9 on every run of ``run_dirs`` ({key: run directory}), batched (module doc):
-    one Spark job per group of runs for all its checks (``per_check_and_run``).
+    """P1-P7 and P9 on every run of ``run_dirs`` ({key: run directory}), batched (module doc).
 
     -> {key: [{check, passed, violations, applies, required, examples}]} in CHECKS order."""
     from testbed.analysis.batch import ensure_ingested
@@ -204,17 +176,16 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
         ids = {k: Path(run_dirs[k]).resolve().name for k in keys}
         ctx = BatchContext.over(spark, dirs)
         progress(f"transactions: checks on {len(keys)} {v} run(s) at once")
-        found = per_check_and_run({name: (viol(ctx, v), col) for name, desc, applies, required, viol, col in CHECKS
-                                   if applies(v, p9)})
         for name, desc, applies, required, viol, col in CHECKS:
             if not applies(v, p9):
                 for k in keys:
                     out[k].append({"check": name, "passed": True, "violations": 0, "applies": False,
                                    "required": False, "description": desc, "examples": []})
                 continue
+            found = per_run(viol(ctx, v), col)
             req = required(v)
             for k in keys:
-                n, ex = found[name].get(ids[k], (0, []))
+                n, ex = found.get(ids[k], (0, []))
                 out[k].append({"check": name, "passed": n == 0 or not req, "violations": n if req else 0,
                                "applies": True, "required": req, "description": desc, "examples": ex,
                                **({} if req else {"reported": n})})
