@@ -10,6 +10,7 @@ in the :class:`Context`; the runner writes them to ``<out>/<paper>/`` (``result.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import signal
@@ -329,6 +330,16 @@ def _make_in_parallel(jobs: int, ws: list[Work], announce, make, finish, compute
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: Runs made at a time by the reproduction being made (``run_grids``' ``jobs``), for a computed
+#: entry that makes runs of its own (e.g. the transactions paper's BL-WAIT wait search).
+JOBS: contextvars.ContextVar[int] = contextvars.ContextVar("testbed_reproduce_jobs", default=1)
+
+
+def jobs_now() -> int:
+    """Runs at a time of the reproduction this thread is making (1 outside one)."""
+    return JOBS.get()
+
+
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
               provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
@@ -418,6 +429,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
         entry["row"] = w.grid.compute(w.plan)
         finish(w, entry, None, time.monotonic() - t)
 
+    jobs_token = JOBS.set(jobs)
     try:
         with _sigterm_interrupts():
             if jobs == 1:
@@ -432,6 +444,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                 _make_in_parallel(jobs, [work[i][0] for i in todo], announce, make, finish, compute,
                                   root, progress)
     finally:
+        JOBS.reset(jobs_token)
         if spark is not None and session is None:
             spark.stop()
     for i, (w, point, r) in enumerate(work):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass
@@ -49,6 +50,18 @@ STEP_MS = 50
 WAIT_START_MS = {"quick": 400, "paper": 2000}  # the search's first probe (the paper starts at 2000 ms)
 FIG9 = {"quick": {"regular_rate": "1000/s", "round_size": 2000, "transactions": 20, "duration": "20s"},
         "paper": {}}  # paper: fig9.yaml's own (20k events per round, 300 s)
+# Runs made at a time. A quick run keeps a fifth to two fifths of one core busy (measured idle,
+# load 1-5, every node process and the controller, reaped under a subreaper: Fig 5's D-TX /
+# D-TXNI / S-TX / BL-WAIT runs 1.5-1.7 s of CPU in 7-8 s; Fig 6's tree of 9 3.0 s in 9.3 s;
+# Fig 7's 10 threads and Fig 8's 10 instances 1.6-1.9 s in 6-6.5 s; Fig 9 (1000 regular events/s)
+# 9.5-9.7 s in 25 s): most of a run is waiting (settle, 5 ms links, BL-WAIT's wait, the drain),
+# so two at a time leave the 2-core machine more than half idle, Fig 9's included (0.8 core for
+# two). Made one after the other the quick runs were estimated at ~17 min of the 20 min budget.
+# The BL-WAIT search makes its probes two at a time too (``_prober``: the same answer) and a
+# configuration's samples in pairs. What sharing changes: a node may wait for a core a little
+# more often; docs/transactions.md ("Runs at a time") compares Fig 5 made both ways. Paper-scale
+# runs (1000 transactions, Fig 9's 20k events per round) run one at a time.
+PARALLEL = {"quick": 2, "paper": 1}
 
 # Every tolerance of this paper, with its reason (one place).
 TOL = {
@@ -114,30 +127,53 @@ def point_of(plan) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ the wait search
+def _next_mid(lo: int, hi: int, step: int) -> int | None:
+    """The bisection's next probe between a failing ``lo`` and a passing ``hi`` (None: done)."""
+    return lo + max(1, (hi - lo) // (2 * step)) * step if hi - lo > step else None
+
+
+def _prober(ok: Callable[[int], bool], tried: dict[int, bool],
+            pair: Callable[[list[int]], dict[int, bool]] | None) -> Callable[..., bool]:
+    """``probe(w, also=None)``: ``ok(w)``, once per wait. With ``pair`` (probes made two at a
+    time), a wait not yet tried is probed together with ``also`` (the probe the search would make
+    next on one of its branches): the search's path and answer are those of one probe at a time,
+    ``also`` only saves a round when the search goes that way (else it is one probe more)."""
+
+    def probe(w: int, also: int | None = None) -> bool:
+        if w not in tried:
+            if pair is not None and also is not None and also >= 0 and also != w and also not in tried:
+                got = pair([w, also])
+                tried.update({k: bool(got[k]) for k in (w, also)})
+            else:
+                tried[w] = bool(ok(w))
+        return tried[w]
+
+    return probe
+
+
 def bisect_wait(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
-                limit: int = 8000) -> tuple[int | None, dict[int, bool]]:
+                limit: int = 8000, pair: Callable[[list[int]], dict[int, bool]] | None = None,
+                ) -> tuple[int | None, dict[int, bool]]:
     """The smallest multiple of ``step`` at which ``ok`` holds while ``w - step`` failed.
 
     Probes ``start``, doubling while it fails (up to ``limit``); then bisects over multiples of
     ``step`` between the largest failing and the smallest passing wait, so that at the end
     ``w - step`` has been probed and failed (or ``w`` = 0). Returns (w or None, {wait: passed}).
+    ``pair``: probe two waits at once (``_prober``; the same answer).
     """
     tried: dict[int, bool] = {}
-
-    def probe(w: int) -> bool:
-        if w not in tried:
-            tried[w] = bool(ok(w))
-        return tried[w]
+    probe = _prober(ok, tried, pair)
 
     hi, lo = start, -step
-    while not probe(hi):
+    while not probe(hi, _next_mid(lo, hi, step)):
         lo = hi
         if hi >= limit:
             return None, tried
         hi = min(limit, hi * 2)
     while hi - lo > step:
         mid = lo + max(1, (hi - lo) // (2 * step)) * step
-        if probe(mid):
+        nxt = _next_mid(lo, mid, step)
+        if probe(mid, nxt if nxt is not None else _next_mid(mid, hi, step)):
             hi = mid
         else:
             lo = mid
@@ -145,28 +181,26 @@ def bisect_wait(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
 
 
 def search_from(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
-                limit: int = 8000) -> tuple[int | None, dict[int, bool]]:
+                limit: int = 8000, pair: Callable[[list[int]], dict[int, bool]] | None = None,
+                ) -> tuple[int | None, dict[int, bool]]:
     """The same answer as :func:`bisect_wait` (the smallest multiple of ``step`` that passes,
     ``w - step`` probed and failed), searched from a wait expected to be close (the one found for
     the nearest configuration): probe ``start``; if it passes, step down (1, 2, 4, ... steps)
     until one fails, else up until one passes; then bisect the gap. Two probes when ``start`` is
-    the answer, against the 4-5 of a bisection from WAIT_START_MS."""
+    the answer, against the 4-5 of a bisection from WAIT_START_MS. ``pair``: probe two waits at
+    once (``_prober``; the same answer: with ``start`` the answer, one round of two probes)."""
     tried: dict[int, bool] = {}
-
-    def probe(w: int) -> bool:
-        if w not in tried:
-            tried[w] = bool(ok(w))
-        return tried[w]
+    probe = _prober(ok, tried, pair)
 
     start = max(0, min(limit, step * round(start / step)))
     d = step
-    if probe(start):
+    if probe(start, start - step):
         hi = start
         while True:
             if hi == 0:
                 return 0, tried
             w = max(0, hi - d)
-            if probe(w):
+            if probe(w, max(0, w - 2 * d) if w > 0 else None):
                 hi, d = w, d * 2
             else:
                 lo = w
@@ -177,13 +211,14 @@ def search_from(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
             if lo >= limit:
                 return None, tried
             w = min(limit, lo + d)
-            if probe(w):
+            if probe(w, min(limit, w + 2 * d) if w < limit else None):
                 hi = w
                 break
             lo, d = w, d * 2
     while hi - lo > step:
         mid = lo + max(1, (hi - lo) // (2 * step)) * step
-        if probe(mid):
+        nxt = _next_mid(lo, mid, step)
+        if probe(mid, nxt if nxt is not None else _next_mid(mid, hi, step)):
             hi = mid
         else:
             lo = mid
@@ -212,6 +247,7 @@ def nearest_wait(cfg: str, found: dict[str, int | None]) -> int | None:
 
 
 _SEARCHES: dict[tuple, dict[str, Any]] = {}  # one search per configuration per process (its samples reuse it)
+_FAILED_LOCK = threading.Lock()
 
 
 def search(plan) -> dict[str, Any]:
@@ -221,32 +257,56 @@ def search(plan) -> dict[str, Any]:
     seed 0, correct = P2 and P9 hold on its logs): ``search_from`` the wait found for the nearest
     configuration already searched (``nearest_wait``), else ``bisect_wait`` from WAIT_START_MS; every entry then
     is one sample at the wait found: the probe run itself for placement 0 / seed 0, else a run at
-    its placement and seed. (A resumed reproduction searches again for a configuration whose
-    samples are not all in the run index.)"""
+    its placement and seed (checked with the other runs, batched, in the analysis). When the
+    reproduction makes runs two or more at a time (``runner.jobs_now()``), the probes are made in
+    pairs (``_prober``: the same answer) and a sample with the next seed's. (A resumed
+    reproduction searches again for a configuration whose samples are not all in the run index.)"""
     from testbed import api
     from testbed.analysis.session import spark_session
     from testbed.analysis.transactions.measure import check_run
     from testbed.experiments import topologies
     from testbed.runs.rundir import runs_root
 
+    from testbed.errors import TestbedError
+    from testbed.experiments.runner import RUN_ATTEMPTS
+
     pt = point_of(plan)
     scale = pt["scale"]
+    failed: list[dict[str, Any]] = []  # failed attempts of this entry's runs (tried again)
     path = str(topologies.find("transactions", "reproduce.yaml"))
     root = runs_root(None) / f"reproduce-transactions-{scale}-wait"
     root.mkdir(parents=True, exist_ok=True)
     spark = spark_session()  # the analysis reuses (and stops) this session
     quiet = lambda *a: None  # noqa: E731
 
-    def trial(wait_ms: int, placement: int = 0, repeat: int = 0) -> dict[str, Any]:
+    def make(wait_ms: int, placement: int = 0, repeat: int = 0) -> str:
         sv = {"scale": scale, "variant": "blwait", "overlay": pt["overlay"], "threads": pt["threads"],
               "instances": pt["instances"], "transactions": pt["transactions"], "placement": placement,
               "wait_ms": wait_ms}
         [p] = [p for p in api.plans(path, sv, plan.provider) if p.repeat_index == 0]
         p = dataclasses.replace(p, repeat_index=repeat)
-        rd = api.run_one(p, path, sv, root, quiet, quiet)
-        res = check_run(spark, rd.path, ["check_scenario_routing", "check_no_aborts"])
-        return {"wait_ms": wait_ms, "placement": placement, "repeat": repeat, "run": str(rd.path),
+        # a run that raised (failed to come up: e.g. a port taken by another process between its
+        # choice and the node's bind) is tried again, as the runner does (RUN_ATTEMPTS)
+        for _ in range(1, RUN_ATTEMPTS):
+            try:
+                return str(api.run_one(p, path, sv, root, quiet, quiet).path)
+            except TestbedError as e:
+                with _FAILED_LOCK:
+                    failed.append({"wait_ms": wait_ms, "placement": placement, "repeat": repeat,
+                                   "error": f"{type(e).__name__}: {e}"})
+        return str(api.run_one(p, path, sv, root, quiet, quiet).path)
+
+    def judge(wait_ms: int, run: str, placement: int = 0, repeat: int = 0) -> dict[str, Any]:
+        res = check_run(spark, run, ["check_scenario_routing", "check_no_aborts"])
+        return {"wait_ms": wait_ms, "placement": placement, "repeat": repeat, "run": run,
                 "passed": all(r["passed"] for r in res), "violations": {r["check"]: r["violations"] for r in res}}
+
+    def trial(wait_ms: int, placement: int = 0, repeat: int = 0) -> dict[str, Any]:
+        return judge(wait_ms, make(wait_ms, placement, repeat), placement, repeat)
+
+    from testbed.experiments.runner import jobs_now
+
+    two = jobs_now() > 1  # the reproduction makes runs two (or more) at a time (PARALLEL, --jobs)
 
     cfg = config_name(pt["overlay"], pt["threads"], pt["instances"])
     key = (scale, cfg, pt["transactions"], plan.provider)
@@ -257,29 +317,53 @@ def search(plan) -> dict[str, Any]:
             probes[w] = trial(w)
             return probes[w]["passed"]
 
+        def pair(ws: list[int]) -> dict[int, bool]:
+            """Two probes: their runs at once (threads), their checks one after the other (here)."""
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(ws), thread_name_prefix="probe") as ex:
+                runs = list(ex.map(make, ws))
+            for w, run in zip(ws, runs):
+                probes[w] = judge(w, run)
+            return {w: probes[w]["passed"] for w in ws}
+
         t = time.monotonic()
         near = nearest_wait(cfg, {k[1]: v["wait_ms"] for k, v in _SEARCHES.items()
                                   if k[0] == scale and k[3] == plan.provider})
         if near is None:
             start = WAIT_START_MS[scale]
-            w, _ = bisect_wait(ok, start)
+            w, _ = bisect_wait(ok, start, pair=pair if two else None)
         else:
             start = near
-            w, _ = search_from(ok, start)
+            w, _ = search_from(ok, start, pair=pair if two else None)
         _SEARCHES[key] = {"config": cfg, "wait_ms": w, "step_ms": STEP_MS, "start_ms": start,
                           "from": "nearest configuration's wait" if near is not None else "WAIT_START_MS",
                           "search_s": round(time.monotonic() - t, 1),
-                          "probes": [probes[k] for k in sorted(probes)],
+                          "probes": [probes[k] for k in sorted(probes)], "paired": two, "samples": {},
                           "confirmed": w is not None and (w == 0 or probes.get(w - STEP_MS, {}).get("passed") is False)}
     found = _SEARCHES[key]
     w = found["wait_ms"]
     sample: dict[str, Any] = {}
     if w is not None:
-        if pt["placement"] == 0 and plan.repeat_index == 0:
+        at = (pt["placement"], plan.repeat_index)
+        if at == (0, 0):
             sample = next(p for p in found["probes"] if p["wait_ms"] == w)
+        elif f"{at[0]}/{at[1]}" in found["samples"]:  # made with the one before it
+            sample = found["samples"].pop(f"{at[0]}/{at[1]}")
+        elif two and at[1] + 1 < SEEDS:
+            # this sample and the next seed's (the runner asks for it next) two at a time
+            from concurrent.futures import ThreadPoolExecutor
+
+            nxt = (at[0], at[1] + 1)
+            with ThreadPoolExecutor(2, thread_name_prefix="sample") as ex:
+                runs = list(ex.map(lambda a: make(w, *a), [at, nxt]))
+            sample = {"wait_ms": w, "placement": at[0], "repeat": at[1], "run": runs[0]}
+            found["samples"][f"{nxt[0]}/{nxt[1]}"] = {"wait_ms": w, "placement": nxt[0], "repeat": nxt[1],
+                                                      "run": runs[1]}
         else:
-            sample = trial(w, pt["placement"], plan.repeat_index)
-    return {**found, "sample": sample}
+            sample = {"wait_ms": w, "placement": at[0], "repeat": at[1], "run": make(w, *at)}
+    return {**{k: v for k, v in found.items() if k != "samples"}, "sample": sample,
+            **({"failed_attempts": failed} if failed else {})}
 
 
 # ------------------------------------------------------------------------------ claims (pure)
@@ -760,4 +844,5 @@ PAPER = Paper(
                compute=search) for g in WAIT_GRIDS),
     ),
     analyze=analyze,
+    parallel=PARALLEL,
 )

@@ -5,6 +5,7 @@ their logs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -79,3 +80,40 @@ def test_wait_search_on_real_runs(tmp_path, monkeypatch):
                           for p in failed)
     for p in row["probes"]:
         assert Path(p["run"], "logs").is_dir() and str(tmp_path) in p["run"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_wait_search_two_probes_at_a_time_on_real_runs(tmp_path, monkeypatch):
+    """In a reproduction making runs two at a time the search makes its probes in pairs (two runs
+    at once) and the next seed's sample with this one's: the invariant holds all the same."""
+    from testbed import api
+    from testbed.experiments import runner
+    from testbed.experiments import topologies
+    from testbed.experiments import transactions as T
+
+    monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "runs"))
+    T._SEARCHES.clear()
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    plans = [p for p in api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})]
+    [plan] = [p for p in plans if p.repeat_index == 0]
+    token = runner.JOBS.set(2)
+    try:
+        row = T.search(plan)
+        seed1 = T.search(dataclasses.replace(plan, repeat_index=1))
+        seed2 = T.search(dataclasses.replace(plan, repeat_index=2))
+    finally:
+        runner.JOBS.reset(token)
+    w = row["wait_ms"]
+    assert row["paired"] and w is not None and w % 50 == 0 and row["confirmed"], row
+    probes = {p["wait_ms"]: p for p in row["probes"]}
+    assert probes[w]["passed"] and probes[w]["run"] == row["sample"]["run"]
+    assert w == 0 or not probes[w - 50]["passed"]
+    # the first round made two probes (the start and the probe after it on one branch)
+    assert len(row["probes"]) >= 2 and all(Path(p["run"], "logs").is_dir() for p in row["probes"])
+    # seeds 1 and 2 were made together at the wait found, as runs of their own
+    s1, s2 = seed1["sample"], seed2["sample"]
+    assert (s1["repeat"], s2["repeat"]) == (1, 2) and s1["wait_ms"] == s2["wait_ms"] == w
+    runs = {row["sample"]["run"], s1["run"], s2["run"]}
+    assert len(runs) == 3 and all(Path(r, "logs").is_dir() for r in runs)
+    assert "samples" not in seed2

@@ -85,3 +85,21 @@ def test_a_run_that_keeps_failing_stops_the_reproduction(tmp_path, monkeypatch):
     with pytest.raises(RunError, match="did not come up"):
         E.reproduce("r", out_dir=tmp_path / "out", runs_dir=str(tmp_path / "runs"))
     assert len(calls) == RUN_ATTEMPTS
+
+
+def test_a_computed_entry_sees_the_runs_made_at_a_time(tmp_path, monkeypatch):
+    from testbed.experiments.runner import jobs_now
+
+    seen = []
+
+    def row(plan):
+        seen.append(jobs_now())
+        return {"seed": plan.node_seed("b1")}
+
+    paper = Paper(name="j", title="paper j", topology_dir=TINY, analyze=lambda ctx: None, parallel={"quick": 2},
+                  figures=(Figure(1, "f", ("g",), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}]}, repeats={"quick": 2}, compute=row),))
+    monkeypatch.setattr(E, "papers", lambda: {"j": paper})
+    E.reproduce("j", out_dir=tmp_path / "a")
+    E.reproduce("j", out_dir=tmp_path / "b", jobs=1)
+    assert seen == [2, 2, 1, 1] and jobs_now() == 1  # the paper's parallel, then --jobs; reset after

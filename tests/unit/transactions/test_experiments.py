@@ -64,6 +64,52 @@ def test_search_from_the_right_wait_takes_two_probes():
     assert T.search_from(ok, 400, limit=3200)[0] is None and calls == [400, 450, 550, 750, 1150, 1950, 3200]
 
 
+def _paired(threshold):
+    """A pair prober over the oracle: records each round (the waits probed at once)."""
+    ok, calls = _oracle(threshold)
+    rounds = []
+
+    def pair(ws):
+        rounds.append(list(ws))
+        return {w: ok(w) for w in ws}
+
+    def one(w):
+        rounds.append([w])
+        return ok(w)
+
+    return one, pair, calls, rounds
+
+
+@pytest.mark.parametrize("start", [0, 50, 100, 150, 200, 400, 1000])
+@pytest.mark.parametrize("threshold", [0, 1, 50, 130, 150, 399, 900, 2000, 10**6])
+def test_probes_two_at_a_time_give_the_same_answer_in_no_more_rounds(threshold, start):
+    one, pair, calls, rounds = _paired(threshold)
+    w, tried = T.search_from(one, start, limit=3200, pair=pair)
+    seq_calls = _oracle(threshold)
+    assert w == T.search_from(seq_calls[0], start, limit=3200)[0]
+    assert w is None or (tried[w] is True and (w == 0 or tried[w - 50] is False))
+    assert len(rounds) <= len(seq_calls[1]) and len(calls) == len(set(calls))
+    assert set(seq_calls[1]) <= set(calls)  # every probe of the one-at-a-time search was made
+    one, pair, calls, rounds = _paired(threshold)
+    w, tried = T.bisect_wait(one, 400, limit=3200, pair=pair)
+    seq_calls = _oracle(threshold)
+    assert w == T.bisect_wait(seq_calls[0], 400, limit=3200)[0]
+    assert len(rounds) <= len(seq_calls[1]) and set(seq_calls[1]) <= set(calls)
+
+
+def test_paired_probes_from_the_right_wait_take_one_round():
+    one, pair, calls, rounds = _paired(130)
+    assert T.search_from(one, 150, pair=pair) == (150, {150: True, 100: False}) and rounds == [[150, 100]]
+    # from 400: 400 with the bisection's 150, then 50 with the probe after it if it passes (0);
+    # 50 fails, so 100 alone: 3 rounds against 4 probes one at a time
+    one, pair, calls, rounds = _paired(130)
+    assert T.bisect_wait(one, 400, pair=pair)[0] == 150 and rounds == [[400, 150], [50, 0], [100]]
+
+
+def test_the_paper_makes_quick_runs_two_at_a_time():
+    assert T.PAPER.parallel_at("quick") == 2 and T.PAPER.parallel_at("paper") == 1
+
+
 def test_the_nearest_configuration_s_wait():
     found = {"line3": 150, "tree9": 200, "t5": 100, "i10": None}
     assert T.nearest_wait("tree5", found) == 150  # overlays: 3 and 9 are 2 and 4 away from 5
@@ -197,3 +243,36 @@ def test_checks_and_wait_claims():
 def test_throughput_definitions():
     assert throughput({"threads": 1, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 4.0
     assert throughput({"threads": 5, "instances": 1, "lat_mean_ms": 250.0, "thr_wall": 3.0}) == 3.0
+
+
+def test_a_search_run_that_failed_to_come_up_is_tried_again(monkeypatch, tmp_path):
+    """As the runner does (RUN_ATTEMPTS): a probe whose run raised (e.g. a port taken by another
+    process before the node bound it) is made once more, and the failed attempt is in the row."""
+    import types
+
+    import testbed.analysis.session as S
+    import testbed.analysis.transactions.measure as M
+    from testbed.errors import ProviderError
+
+    monkeypatch.setenv("TESTBED_RUNS", str(tmp_path))
+    monkeypatch.setattr(S, "spark_session", lambda *a, **k: None)
+    monkeypatch.setattr(M, "check_run", lambda spark, run, fns: [{"check": f, "passed": True, "violations": 0}
+                                                                for f in fns])
+    calls = []
+
+    def run_one(p, path, sv, root, *a):
+        calls.append(sv["wait_ms"])
+        if len(calls) == 1:
+            raise ProviderError("node b1: exited during start-up: address already in use")
+        return types.SimpleNamespace(path=tmp_path / f"run{len(calls)}")
+
+    monkeypatch.setattr(api, "run_one", run_one)
+    T._SEARCHES.clear()
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    [plan] = [p for p in api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
+              if p.repeat_index == 0]
+    row = T.search(plan)
+    T._SEARCHES.clear()
+    assert calls[:2] == [400, 400] and row["wait_ms"] == 0  # every probe passes here: down to 0
+    assert row["failed_attempts"] == [{"wait_ms": 400, "placement": 0, "repeat": 0,
+                                       "error": "ProviderError: node b1: exited during start-up: address already in use"}]
