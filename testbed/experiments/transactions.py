@@ -814,10 +814,49 @@ def _wait_points(group: str, scale: str) -> list[dict[str, Any]]:
     return out
 
 
+# Why claims fail at quick scale (docs/transactions.md, "Results"; 10-20 transactions per run, 3
+# seeds, a 2-core machine shared with other jobs): shown in the report under a claim that fails.
+# What we found, not a reason to move a tolerance or a setup.
+_FEW = "10 transactions per run and 3 seeds on a loaded 2-core machine cannot separate differences this small"
+_IDLE_BROKERS = ("with 5 ms links the Python brokers are far from saturated by 10 threads or 40 clients (the "
+                 "paper's Java brokers on VMs were), so latency barely rises with concurrency and the ratios are ~1")
+EXPLAINED = {
+    (5, "S-TX about 20 tx/s beats BL-WAIT"): "S-TX's latency here (~110 ms) is twice the paper's ~50 ms (Python "
+        "brokers, 12 link crossings of 5 ms) while BL-WAIT's searched wait (100-150 ms) is close to its own path",
+    (6, "the "): f"the 9-broker / 1-broker ratios of S-TX and the next approach are inside the seeds' spread "
+        f"(S-TX 2.16 +- 0.67 in the reproduction of docs/transactions.md): {_FEW}",
+    (6, "D-TXNI <= D-TX at every size"): "D-TXNI does the same three phases as D-TX without the snapshot copy "
+        "and the conflict test, which cost little with these small routing tables: the two are within tens of ms "
+        f"of each other (D-TXNI above D-TX by 25 +- 27 ms over the sizes in the full quick run of docs/"
+        f"transactions.md, the shape failing on 2 of its 4 judged points): {_FEW}",
+    (6, "D-TXNI better than D-TX on large overlays"): f"D-TXNI was 35 ms below D-TX at 9 brokers with a spread of "
+        f"85 ms: {_FEW}",
+    (7, "latency ratio"): f"{_IDLE_BROKERS}; their order is noise, and BL-WAIT's ratio can fall below 1 because "
+        f"its searched wait differs per configuration (150 ms at 1 thread, 100 ms at 10)",
+    (7, "throughput ratio"): "the concurrent throughput counts the transactions over a short span against the "
+        "sequential 1 / latency, so every ratio is large (12.3x / 9.9x / 5.6x) and their order is not the "
+        f"paper's: {_IDLE_BROKERS}",
+    (8, "at "): f"it compares with Fig 7's ratios and inherits Fig 7's: {_IDLE_BROKERS}",
+    (8, "... and their throughput ratios"): f"it compares with Fig 7's ratios and inherits Fig 7's: {_IDLE_BROKERS}",
+    (8, "D-TX throughput rises to"): "D-TX's throughput keeps rising to 40 clients: the brokers are not the "
+        "bottleneck at quick scale, so there is no peak to drop from",
+    (8, "D-TXNI scales better than D-TX"): f"{_IDLE_BROKERS}; {_FEW}",
+    (9, "D-TX shows a clear drop"): "at 1000 regular events/s the brokers are far from capacity: the rate in "
+        "dispatch bins / outside was 1.00 +- 0.01, and one D-TX run at 6000 events/s showed none either (0.998); a "
+        "transaction's work at a broker (a few messages, a copy of a small routing table) is small against the "
+        "regular traffic's here, unlike in PADRES",
+    (9, "D-TXNI shows a clear drop"): "as for D-TX: the rate in dispatch bins / outside was 1.01 +- 0.01 at 1000 "
+        "regular events/s, far from these brokers' capacity",
+    (9, "S-TX: less variance"): "no approach's rate drops during dispatch here, so every coefficient of variation "
+        "is ~1-3% and S-TX's is not lower",
+}
+
+
 PAPER = Paper(
     name="transactions",
     title="Jergler et al., multi-client transactions in distributed publish/subscribe systems",
     notes="docs/transactions.md",
+    explained=EXPLAINED,
     figures=(
         Figure(5, "latency and throughput of the four approaches (3 brokers, sequential)",
                ("base", "wait-line3"), _STATED[5],
