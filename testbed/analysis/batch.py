@@ -73,6 +73,18 @@ def read_runs_tables(spark: SparkSession, run_dirs: list[str | Path], evs: list[
     return {ev: read_runs(spark, run_dirs, ev) for ev in evs}
 
 
+def prefix_ids(df: DataFrame, keys: tuple[str, ...], sep: str = "|") -> DataFrame:
+    """``read_runs`` rows with every id column of ``keys`` that ``df`` has prefixed by
+    ``<run_id><sep>`` (null and empty ids kept as they are), so checks written for one run can
+    join many runs' rows without pairing rows of different runs."""
+    run = F.col("run_id")
+    for c in keys:
+        if c in df.columns:
+            df = df.withColumn(c, F.when(F.col(c).isNull() | (F.col(c) == ""), F.col(c))
+                               .otherwise(F.concat(run, F.lit(sep), F.col(c))))
+    return df
+
+
 def m_events(meta: dict) -> dict[str, int]:
     return dict((meta.get("report") or {}).get("events") or {})
 

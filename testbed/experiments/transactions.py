@@ -170,6 +170,12 @@ def bisect_wait(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
         if hi >= limit:
             return None, tried
         hi = min(limit, hi * 2)
+    return _bisect(probe, lo, hi, step), tried
+
+
+def _bisect(probe, lo: int, hi: int, step: int) -> int:
+    """Narrow (lo failed, hi passed) to one ``step``; each probe also names the wait it would try
+    next on one branch (``_prober`` may make both at once). Returns the smallest passing wait."""
     while hi - lo > step:
         mid = lo + max(1, (hi - lo) // (2 * step)) * step
         nxt = _next_mid(lo, mid, step)
@@ -177,7 +183,7 @@ def bisect_wait(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
             hi = mid
         else:
             lo = mid
-    return hi, tried
+    return hi
 
 
 def search_from(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
@@ -215,14 +221,7 @@ def search_from(ok: Callable[[int], bool], start: int, step: int = STEP_MS,
                 hi = w
                 break
             lo, d = w, d * 2
-    while hi - lo > step:
-        mid = lo + max(1, (hi - lo) // (2 * step)) * step
-        nxt = _next_mid(lo, mid, step)
-        if probe(mid, nxt if nxt is not None else _next_mid(mid, hi, step)):
-            hi = mid
-        else:
-            lo = mid
-    return hi, tried
+    return _bisect(probe, lo, hi, step), tried
 
 
 def nearest_wait(cfg: str, found: dict[str, int | None]) -> int | None:

@@ -40,6 +40,7 @@ from typing import Any, Callable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from testbed.analysis.batch import prefix_ids
 from testbed.analysis.context import AnalysisContext, AnalysisOptions
 from testbed.analysis.filters import match_pairs
 from testbed.analysis.mobility import checks as K
@@ -87,10 +88,7 @@ def namespaced(df: DataFrame) -> DataFrame:
     """``read_runs`` rows with every id column (and a move's ``path``) prefixed by ``<run_id>|``
     (null / empty ids kept as they are)."""
     run = F.col("run_id")
-    for c in KEYS:
-        if c in df.columns:
-            df = df.withColumn(c, F.when(F.col(c).isNull() | (F.col(c) == ""), F.col(c))
-                               .otherwise(F.concat(run, F.lit(SEP), F.col(c))))
+    df = prefix_ids(df, KEYS, SEP)
     if "path" in df.columns:
         df = df.withColumn("path", F.transform("path", lambda x: F.concat(run, F.lit(SEP), x)))
     return df

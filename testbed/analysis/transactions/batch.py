@@ -25,6 +25,7 @@ from typing import Any, Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from testbed.analysis.batch import prefix_ids
 from testbed.analysis.context import AnalysisContext
 from testbed.analysis.transactions import checks as K
 
@@ -39,10 +40,7 @@ def namespaced(df: DataFrame) -> DataFrame:
     """``read_runs`` rows with every id column prefixed by ``<run_id>|`` (empty / null ids kept:
     the checks test ``trigger != ''``); a ``tx_tables`` PRT's keys (subscription ids) too."""
     run = F.col("run_id")
-    for c in KEYS:
-        if c in df.columns:
-            df = df.withColumn(c, F.when(F.col(c).isNull() | (F.col(c) == ""), F.col(c))
-                               .otherwise(F.concat(run, F.lit(SEP), F.col(c))))
+    df = prefix_ids(df, KEYS, SEP)
     if "prt" in df.columns:
         m = F.from_json(F.col("prt").cast("string"), "map<string,string>")
         df = df.withColumn("prt", F.to_json(F.transform_keys(m, lambda k, v: F.concat(run, F.lit(SEP), k))))
