@@ -112,16 +112,7 @@ def test_batched_fault_attribution_uses_each_runs_own_windows(spark, tmp_path):
     on its path, with and without the cut in the manifest (same node and client names, one group:
     only the run's own fault windows tell them apart), and a reconfiguration client lost with its
     broker (its later misses attributed to the crash). Batched = per run, verdicts and attributions."""
-    from .test_checks_faults import crash, move, restart, simulate
-
-    def cut(sim, _):
-        send = sim._send
-
-        def dropping(src, dst, msg):
-            if {src, dst} == {"b3", "b4"} and 1.0 <= sim.now / 1e9 - AFTER < 2.0:
-                return
-            send(src, dst, msg)
-        sim._send = dropping
+    from .test_checks_faults import crash, cut, move, restart, simulate
 
     def timeline(run, rows):
         m = json.loads((run / "manifest.json").read_text())

@@ -97,19 +97,21 @@ def test_a_path_broker_crash_with_2_in_its_egress_aborts_and_is_attributed(spark
     assert {(e["node"], e["what"]) for e in res["P8"].examples} == {("b4", "aborted move not rolled back here")}
 
 
+def cut(sim, _):
+    """An action for simulate(): frames between b3 and b4 dropped from 1 s to 2 s after AFTER."""
+    send = sim._send
+
+    def dropping(src, dst, msg):
+        if {src, dst} == {"b3", "b4"} and 1.0 <= sim.now / 1e9 - AFTER < 2.0:
+            return
+        send(src, dst, msg)
+    sim._send = dropping
+
+
 def test_a_covering_move_cut_by_a_fault_on_its_path_is_attributed_to_it(spark, tmp_path):
     """Covering under a cut of b3-b4 (frames dropped): cxfer and the unsubscription wave are dropped,
     the move never ends and the client is lost. With the cut in the manifest's timeline P2 attributes
     both to it; without it they are P2 violations."""
-    def cut(sim, _):
-        send = sim._send
-
-        def dropping(src, dst, msg):
-            if {src, dst} == {"b3", "b4"} and 1.0 <= sim.now / 1e9 - AFTER < 2.0:
-                return
-            send(src, dst, msg)
-        sim._send = dropping
-
     cfgs, logs, _ = simulate(tmp_path, [(0.0, cut), (1.2, move("m-0", "b6"))], movement="covering", delays=None)
     assert [r for r in logs if r["ev"] == "move_end"] == []
     run = write_run(tmp_path / "run", cfgs, logs)
