@@ -10,11 +10,15 @@ the middle of ``up`` leaves nothing they cannot remove.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -34,40 +38,100 @@ LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 
 
-#: Ports handed out by free_ports() in this process and when: not handed out again for
+#: Ports handed out by free_ports() on this machine and when: not handed out again for
 #: ``PORT_HOLD_S``. Between free_ports() and the nodes binding them the ports are free, so two
-#: runs brought up at the same time (``testbed reproduce --jobs``) could otherwise be given the
-#: same port.
+#: runs brought up at the same time (``testbed reproduce --jobs``, or two testbed processes:
+#: two users' runs, a test suite beside a reproduction) could otherwise be given the same port.
+#: The record is a file shared by every testbed process of this user, under a file lock.
 PORT_HOLD_S = 120.0
-_handed: dict[tuple[str, int], float] = {}
+#: Ports are chosen from [PORT_FLOOR, the kernel's ephemeral range's start): the kernel never
+#: gives those to an outgoing connection or a bind to port 0, which any process on the machine
+#: (another run's nodes connecting to their peers) does all the time.
+PORT_FLOOR = 10000
 _ports_lock = threading.Lock()
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports free right now on ``host``, none handed out by this process within
-    the last ``PORT_HOLD_S`` seconds."""
-    socks, ports = [], []
-    with _ports_lock:
-        now = time.monotonic()
-        for k in [k for k, t in _handed.items() if now - t > PORT_HOLD_S]:
-            del _handed[k]
+def _registry() -> Path:
+    return Path(tempfile.gettempdir()) / f"testbed-ports-{os.getuid()}.json"
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _port_pool() -> "range | list[int] | None":
+    """The ports free_ports() picks from: outside the ephemeral range, or None (too narrow:
+    then the kernel picks, as bind to port 0 does)."""
+    lo, hi = _ephemeral_range()
+    if lo - PORT_FLOOR >= 4096:
+        return range(PORT_FLOOR, lo)
+    if 65535 - hi >= 4096:
+        return range(hi + 1, 65536)
+    return None
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as s:
         try:
-            tries = 0
-            while len(ports) < n:
-                tries += 1
-                if tries > 50 * n + 100:
-                    raise ProviderError(f"no {n} free ports on {host}")
-                s = socket.socket()
-                s.bind((host, 0))
-                socks.append(s)  # held until all n are chosen: the kernel gives each once
-                port = s.getsockname()[1]
-                if (host, port) not in _handed:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_held(path: Path, now: float) -> dict[str, float]:
+    try:
+        held = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(held, dict):
+        return {}
+    return {k: t for k, t in held.items() if isinstance(t, (int, float)) and now - t <= PORT_HOLD_S}
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports free right now on ``host``, outside the kernel's ephemeral range,
+    none handed out by any testbed process of this user within the last ``PORT_HOLD_S`` s."""
+    path = _registry()
+    with _ports_lock, open(path.with_suffix(".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        held = _read_held(path, now)
+        pool = _port_pool()
+        ports: list[int] = []
+        if pool is not None:
+            rng = random.Random()
+            for port in rng.sample(pool, len(pool)):
+                if len(ports) == n:
+                    break
+                if f"{host}:{port}" not in held and _bindable(host, port):
                     ports.append(port)
-        finally:
-            for s in socks:
-                s.close()
+        else:
+            socks: list[socket.socket] = []
+            try:
+                for _ in range(50 * n + 100):
+                    if len(ports) == n:
+                        break
+                    s = socket.socket()
+                    s.bind((host, 0))
+                    socks.append(s)  # held until all n are chosen: the kernel gives each once
+                    port = s.getsockname()[1]
+                    if f"{host}:{port}" not in held:
+                        ports.append(port)
+            finally:
+                for s in socks:
+                    s.close()
+        if len(ports) < n:
+            raise ProviderError(f"no {n} free ports on {host}")
         for port in ports:
-            _handed[(host, port)] = now
+            held[f"{host}:{port}"] = now
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(held))
+        os.replace(tmp, path)
     return ports
 
 
