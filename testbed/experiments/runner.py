@@ -340,6 +340,20 @@ def jobs_now() -> int:
     return JOBS.get()
 
 
+#: The runs directory of the reproduction being made (``run_grids``' ``runs_dir``), for a
+#: computed entry that makes runs of its own (the transactions BL-WAIT search).
+RUNS_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("testbed_reproduce_runs_dir",
+                                                                      default=None)
+
+
+def runs_dir_now() -> Path:
+    """The runs directory of the reproduction this thread is making (``--runs-dir``, else
+    ``$TESTBED_RUNS``, else ./runs)."""
+    from testbed.runs.rundir import runs_root
+
+    return runs_root(RUNS_DIR.get())
+
+
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
               provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
@@ -429,7 +443,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
         entry["row"] = w.grid.compute(w.plan)
         finish(w, entry, None, time.monotonic() - t)
 
-    jobs_token = JOBS.set(jobs)
+    jobs_token, dir_token = JOBS.set(jobs), RUNS_DIR.set(runs_dir)
     try:
         with _sigterm_interrupts():
             if jobs == 1:
@@ -445,6 +459,7 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                                   root, progress)
     finally:
         JOBS.reset(jobs_token)
+        RUNS_DIR.reset(dir_token)
         if spark is not None and session is None:
             spark.stop()
     for i, (w, point, r) in enumerate(work):

@@ -264,16 +264,14 @@ def search(plan) -> dict[str, Any]:
     from testbed.analysis.session import spark_session
     from testbed.analysis.transactions.measure import check_run
     from testbed.experiments import topologies
-    from testbed.runs.rundir import runs_root
-
     from testbed.errors import TestbedError
-    from testbed.experiments.runner import RUN_ATTEMPTS
+    from testbed.experiments.runner import RUN_ATTEMPTS, runs_dir_now
 
     pt = point_of(plan)
     scale = pt["scale"]
     failed: list[dict[str, Any]] = []  # failed attempts of this entry's runs (tried again)
     path = str(topologies.find("transactions", "reproduce.yaml"))
-    root = runs_root(None) / f"reproduce-transactions-{scale}-wait"
+    root = runs_dir_now() / f"reproduce-transactions-{scale}-wait"
     root.mkdir(parents=True, exist_ok=True)
     spark = spark_session()  # the analysis reuses (and stops) this session
     quiet = lambda *a: None  # noqa: E731

@@ -65,11 +65,20 @@ def test_wait_search_on_real_runs(tmp_path, monkeypatch):
     from testbed.experiments import topologies
     from testbed.experiments import transactions as T
 
-    monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "runs"))
+    from testbed.experiments import runner
+
+    monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "not-these"))
     T._SEARCHES.clear()
     path = str(topologies.find("transactions", "reproduce.yaml"))
     [plan] = api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
-    row = T.search(plan)
+    token = runner.RUNS_DIR.set(str(tmp_path / "runs"))  # what run_grids sets from --runs-dir
+    try:
+        row = T.search(plan)
+    finally:
+        runner.RUNS_DIR.reset(token)
+    # the probes' runs went under the reproduction's runs directory, not $TESTBED_RUNS
+    assert Path(row["sample"]["run"]).is_relative_to(tmp_path / "runs" / "reproduce-transactions-quick-wait")
+    assert not (tmp_path / "not-these").exists()
     w = row["wait_ms"]
     assert w is not None and w % 50 == 0 and row["confirmed"], row
     probes = {p["wait_ms"]: p for p in row["probes"]}
