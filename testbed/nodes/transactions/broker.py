@@ -578,6 +578,16 @@ class StxBroker(TxBroker):
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
         tx = msg["tx"]
         if tx in self.terminated:
+            if msg["op"].get("trig") and (tx, msg["op"]["id"]) not in self.processed:
+                # a sub/usub a broker triggered (Alg 2) travels back toward the advertiser and can
+                # meet the commit coming the other way: S-TX has no acks to hold the commit for
+                # it. Committed: it still applies (as it would have a moment earlier); aborted:
+                # nothing of the transaction stays, so it is dropped.
+                if self.terminated[tx] == "committed":
+                    self._process(frm, msg, late=True)
+                    for d in (self.sent_ops, self._parts, self._sub_ops):  # nothing kept for it
+                        d.pop(tx, None)
+                return
             self.rt.log("broker_bad_message", peer=frm, kind="txop",
                         reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
             return
@@ -592,10 +602,10 @@ class StxBroker(TxBroker):
         self._process(frm, msg)
         self._release()
 
-    def _process(self, frm: str, msg: dict[str, Any]) -> None:
+    def _process(self, frm: str, msg: dict[str, Any], late: bool = False) -> None:
         tx, op = msg["tx"], msg["op"]
         known = op["kind"] == "sub" and op["sid"] in self.table.prt
-        dests, trig = self._apply_full(self.table, op, frm, self.undo.setdefault(tx, []))
+        dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
         self.processed.add((tx, op["id"]))

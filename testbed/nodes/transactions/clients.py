@@ -85,6 +85,15 @@ class Part:
 
 
 class ScenarioHost(Node):
+    """The Fig 1b scenario; ``ScenarioHost(rt)`` builds ``AdvPubHost`` for ``params.scenario: advpub``."""
+
+    def __new__(cls, rt: Any = None):
+        if cls is ScenarioHost and rt is not None:
+            if ((rt.config.get("params") or {}).get("scenario") or "dispatch") == "advpub":
+                from testbed.nodes.transactions.advpub import AdvPubHost
+                return AdvPubHost(rt)  # not a ScenarioHost: Python does not call __init__ again
+        return super().__new__(cls)
+
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
         g = self.config.get("clients") or {}
