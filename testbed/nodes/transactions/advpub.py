@@ -137,21 +137,25 @@ class AdvPubHost(Node):
         last = 5 if n % 2 == 0 else 4
         stx = self.variant == "stx"
 
-        def ops() -> None:
-            m.txTCM(tx, {"class": "join", "to": c1, "q": f"q{i}", "x": n}, n=1,
-                    ctx={"f": f, "n": n}, deps=[] if stx else None)
-            m.txAdv(tx, f, aid=aid, n=3, deps=[desc[1], desc[2]] if stx else None)
-            m.txPub(tx, {"class": "q", "q": f"q{i}", "x": n, "v": 1}, n=4, deps=[desc[k] for k in (1, 2, 3)] if stx else None)
-            if last == 5:
-                m.txUadv(tx, aid, f=f, n=5, deps=[desc[k] for k in (1, 2, 3, 4)] if stx else None)
-            alldeps = [desc[k] for k in range(1, last + 1)] if stx else None
+        alldeps = [desc[k] for k in range(1, last + 1)] if stx else None
+
+        def decide() -> None:  # after the last operation's acknowledgement (S-TX: once it is sent)
+            if not m.open(tx):
+                return  # the timeout aborted it meanwhile
             if self.abort_every and n % self.abort_every == 0:
                 m.abortTX(tx, acked=lambda o: self._end(tx, o), deps=alldeps)
             else:
                 m.commitTX(tx, acked=lambda o: self._end(tx, o), deps=alldeps)
 
+        # issued at once: the TXManager holds them until initAckMsg, then sends one after the other
         m.beginTX(tx, order=[f"{c}.0", n])
-        ops()  # issued at once: the TXManager holds them until initAckMsg, then one after the other
+        m.txTCM(tx, {"class": "join", "to": c1, "q": f"q{i}", "x": n}, n=1,
+                ctx={"f": f, "n": n}, deps=[] if stx else None)
+        m.txAdv(tx, f, aid=aid, n=3, deps=[desc[1], desc[2]] if stx else None)
+        m.txPub(tx, {"class": "q", "q": f"q{i}", "x": n, "v": 1}, n=4,
+                deps=[desc[k] for k in (1, 2, 3)] if stx else None, then=decide if last == 4 else None)
+        if last == 5:
+            m.txUadv(tx, aid, f=f, n=5, deps=[desc[k] for k in (1, 2, 3, 4)] if stx else None, then=decide)
 
     def _on_timeout(self, tx: str) -> None:
         o = self.open.get(tx)
