@@ -77,6 +77,7 @@ class TxState:
     ready: bool = False  # D-TX/D-TXNI: initAckMsg arrived (participants: always)
     closing: str = ""  # commit | abort: commitTX/abortTX called
     prepared: bool = False  # D-TX/D-TXNI: prepMsg sent
+    acked: bool = False  # the TXC: the outcome's acknowledgement came back
     outcome: str = ""  # committed | aborted
     buffered: list[dict[str, Any]] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
@@ -171,6 +172,21 @@ class TXManager:
         if self.variant == "stx":
             st.commit_deps = deps if deps is not None else [e.desc for e in st.ops]
         self._decide(st, "aborted")
+
+    def resync(self, what: str) -> None:
+        """This client's broker came back (restarted, maybe empty): send again what it may have
+        lost. ``what``: ``outcomes`` (the TXC's decisions not yet acknowledged, as re-sent
+        outcomes ``rs``), ``queries`` (``txq`` for each transaction held here without an outcome)
+        or ``ops`` (S-TX: the operations of transactions still open here)."""
+        for st in self.txs.values():
+            if what == "outcomes" and st.coordinator and st.outcome and not st.acked:
+                self._send({"k": "txcmt" if st.outcome == "committed" else "txabt", "tx": st.tx, "rs": True})
+            elif what == "queries" and not st.coordinator and not st.outcome:
+                self._send({"k": "txq", "tx": st.tx})
+            elif what == "ops" and self.variant == "stx" and not (st.acked if st.coordinator else st.outcome):
+                for e in st.ops:
+                    if e.status == "active":
+                        self._send({"k": "txop", "tx": st.tx, "op": e.op, "d": e.deps or []})
 
     # -- queries ------------------------------------------------------------------------
     def status(self, tx: str) -> list[tuple[int, str, str, str]]:
@@ -316,9 +332,11 @@ class TXManager:
             self._send({"k": k + "ack", "tx": msg["tx"], "ok": True})
         elif k in ("txcmtack", "txabtack"):
             st = self.txs.get(msg["tx"])
-            if st is not None and st.coordinator and st.on_acked is not None:
-                fn, st.on_acked = st.on_acked, None
-                fn(st.outcome)
+            if st is not None and st.coordinator:
+                st.acked = True
+                if st.on_acked is not None:
+                    fn, st.on_acked = st.on_acked, None
+                    fn(st.outcome)
         else:
             return False
         return True
