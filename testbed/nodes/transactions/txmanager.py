@@ -216,6 +216,9 @@ class TXManager:
                           f"{st.outcome or ('commitTX' if st.closing == 'commit' else 'abortTX')}")
         if kind in ("sub", "adv") and not f:
             raise TXError(f"{self.client}: {kind} needs a filter")
+        if kind == "usub" and not f and self.variant == "stx":
+            raise TXError(f"{self.client}: an S-TX usub needs the subscription's filter (its dependants' "
+                          f"brokers check it, §6.2)")
         trig = trigger if trigger is not None else next((t for x, t in reversed(self._trigger) if x == tx), "")
         st.auto += 1
         if n is None:

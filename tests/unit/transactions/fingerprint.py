@@ -1,5 +1,10 @@
 """Fingerprint the Fig 1b scenario on the deterministic in-memory runtime: every message sent
-(src, dst, kind) and every logged event, per variant and setting."""
+(source, destination, content) and every logged event, hashed, per variant and setting (18), with
+the message and transaction counts. A tool, not a test: run it from two checkouts and compare::
+
+    cd CHECKOUT && PYTHONHASHSEED=0 PYTHONPATH=$PWD python tests/unit/transactions/fingerprint.py OUT.json
+
+(``PYTHONHASHSEED`` fixed: the S-TX conflict setting's order depends on set iteration.)"""
 import collections, hashlib, json, sys
 import msgpack
 from tests.unit.pubsub import harness as H

@@ -154,3 +154,11 @@ def test_abort_after_commit_request_wins_while_the_decision_is_pending():
     assert rt.kinds() == ["txinit", "txabt"] and m.outcome(tx) == "aborted"
     m.on_message({"k": "txinitack", "tx": tx})
     assert rt.kinds() == ["txinit", "txabt"]  # nothing more is sent
+
+
+def test_an_stx_usub_needs_its_filter_for_the_dependency_checks():
+    rt, m = mgr("stx")
+    tx = m.beginTX()
+    with pytest.raises(TXError, match="filter"):
+        m.txUsub(tx, "S1")
+    m.txUsub(tx, "S1", f="[x,eq,1]")
