@@ -233,8 +233,8 @@ def check_agreement(ctx: AnalysisContext) -> CheckResult:
 
 # ---------------------------------------------------------------------------------- P5 / P7
 def replay_violations(op: DataFrame, proc: DataFrame, phase: DataFrame, tables: DataFrame, outs: DataFrame) -> DataFrame:
-    """-> [node, table, sub_id (the entry id), expected, actual]: final PRT (sub/usub) and SRT (adv/uadv) vs the
-    replay of committed operations, including those a broker triggered (Alg 2: an adv's released
+    """-> [node, table, sub_id (the entry id), expected, actual]: final PRT (sub/usub) and SRT
+    (adv/uadv) vs the replay of committed operations, including those a broker triggered (Alg 2: an adv's released
     sub, a uadv's usub). An id no committed operation touched is expected where it was before the
     run's transactions (its first operation here removed it) and nowhere else."""
     write = F.col("kind").isin("sub", "adv")

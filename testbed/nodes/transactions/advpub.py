@@ -4,14 +4,15 @@ Two client groups: ``coordinator`` (C2, the TXC, one per instance) and ``agent``
 subscriber, one per instance). Instance ``i`` is ``<coordinator>-i`` and ``<agent>-i``; its
 ``n``-th transaction (id ``<c2>.0:n``) uses the event space ``q = "q<i>"``, ``x = n``::
 
-    op1  C2  tcm {class: join, to: C1, q, x}         (C1 subscribes to it, standing)
-    op2  C1  sub [class,eq,'q'],[q,eq,'q'],[x,eq,n]                triggered by op1; no advertisement matches
-                                                     yet, so C1's broker holds it (not forwarded)
-    op3  C2  adv (the same filter)                     releases op2 at C1's broker: a sub the
-                                                     broker issues (Alg 2), acked before op3
-    op4  C2  pub {class: q, q, x, v: 1}                      must reach C1 (only), delivered on commit
-    op5  C2  uadv of op3 (even n only)               withdraws the released subscription (usub
-                                                     operations the brokers issue)
+    op1  C2  tcm {class: join, to: C1, q, x}      (C1 subscribes to these, standing)
+    op2  C1  sub [class,eq,'q'],[q,eq,'q<i>'],[x,eq,n]
+                                                  triggered by op1; nothing advertises it yet,
+                                                  so C1's broker holds it (not forwarded)
+    op3  C2  adv of the same filter               releases op2 at C1's broker: a sub the broker
+                                                  issues (Alg 2), acknowledged before op3 is
+    op4  C2  pub {class: q, q, x, v: 1}           must reach C1 (only), delivered on commit
+    op5  C2  uadv of op3 (even n only)            withdraws what op3 released (usub operations
+                                                  the brokers issue)
 
 then ``commitTX`` (``abortTX`` for every ``params.abort_every``-th). D-TX/D-TXNI: the TXManager
 sends each operation after the previous one's acknowledgement (op3 after op1, whose ack waits

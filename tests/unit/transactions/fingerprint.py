@@ -6,7 +6,6 @@ the message and transaction counts. A tool, not a test: run it from two checkout
 
 (``PYTHONHASHSEED`` fixed: the S-TX conflict setting's order depends on set iteration.)"""
 import collections, hashlib, json, sys
-import msgpack
 from tests.unit.pubsub import harness as H
 from tests.unit.transactions.harness import run, run_with_crash
 
