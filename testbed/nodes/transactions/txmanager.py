@@ -165,8 +165,9 @@ class TXManager:
     def abortTX(self, tx: str, then: Callable[[str], Any] | None = None,
                 acked: Callable[[str], Any] | None = None,
                 deps: list[list[Any]] | None = None) -> None:
-        """Abort now, also after ``commitTX`` while its decision is pending (a timeout): operations
-        still unacknowledged are abandoned, ``abtMsg`` is flooded."""
+        """Abort now, also after ``commitTX`` while its decision is pending (a timeout; the abort's
+        callbacks then replace the commit's): operations still unacknowledged are abandoned,
+        ``abtMsg`` is flooded. S-TX: ``abtMsg`` carries every operation as dependency."""
         st = self._own(tx, "abortTX")
         st.closing, st.on_decided, st.on_acked = "abort", then, acked
         if self.variant == "stx":
