@@ -6,7 +6,11 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
 
     txinit  {k, tx, o:[txc, seq], ssid}    phase 1 (D-TX, D-TXNI), flooded; ack txinitack
     txop    {k, tx, op:{id, n, kind, a|f, sid, ...}, [d]}
-                                           one operation; kind pub | tcm | sub | usub.
+                                           one operation; kind pub | tcm | sub | usub |
+                                           adv | uadv (sid = the adv id). An operation a
+                                           broker triggers (Alg 2: a sub an adv releases,
+                                           a usub a uadv withdraws) carries trig (its
+                                           parent) and orig (the tx's own sub it continues)
                                            D-TX/D-TXNI: acknowledged by txack {k, tx, op}
                                            once every destination acknowledged (Alg 2);
                                            S-TX: d = dependencies [[op_id, sender, filter, kind]]
