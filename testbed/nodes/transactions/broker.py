@@ -12,7 +12,8 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
                                            a usub a uadv withdraws) carries trig (its
                                            parent) and orig (the tx's own sub it continues)
                                            D-TX/D-TXNI: acknowledged by txack {k, tx, op}
-                                           once every destination acknowledged (Alg 2);
+                                           once every destination and every triggered
+                                           operation acknowledged (Alg 2);
                                            S-TX: d = dependencies [[op_id, sender, filter, kind]]
     txprep  {k, tx}                        phase 3, flooded; ack txprepack {k, tx, ok}
     txcmt   {k, tx, [d]} / txabt {k, tx}   flooded to brokers and to participating clients;

@@ -20,11 +20,12 @@ Standing state (issued at start, before the workload): D subscribes to every
 advertises what it publishes. A's acknowledgement of op5 is a plain publication
 {class: ack, to: E, tx} (the latency timer at E stops when it arrives).
 
-TXManager (Table 2): D-TX/D-TXNI send the next operation only after the previous
+Every client issues its transaction operations through its own ``TXManager``
+(txmanager.py, Table 2): D-TX/D-TXNI send the next operation only after the previous
 one is acknowledged and acknowledge a received tcm only after the operations it
 triggered are acknowledged; S-TX issues everything at once with dependency lists.
 Transaction publications are buffered until ``txcmt`` (delivered) or ``txabt``
-(discarded). BL-WAIT uses plain publications and subscriptions: E waits ``wait``
+(discarded). ``params.scenario: advpub`` builds ``AdvPubHost`` (advpub.py) instead. BL-WAIT uses plain publications and subscriptions: E waits ``wait``
 between op1 and op5, D and A react at once. A transaction not ended ``timeout``
 after it began is aborted by its TXC (BL-WAIT: recorded as aborted, i.e. failed).
 """
