@@ -38,12 +38,14 @@ TX_EVENTS = ("tx_begin", "tx_op", "tx_proc", "tx_phase", "tx_recv", "tx_deliver"
 
 def namespaced(df: DataFrame) -> DataFrame:
     """``read_runs`` rows with every id column prefixed by ``<run_id>|`` (empty / null ids kept:
-    the checks test ``trigger != ''``); a ``tx_tables`` PRT's keys (subscription ids) too."""
+    the checks test ``trigger != ''``); a ``tx_tables`` PRT's and SRT's keys (subscription and
+    advertisement ids: P5 compares both) too."""
     run = F.col("run_id")
     df = prefix_ids(df, KEYS, SEP)
-    if "prt" in df.columns:
-        m = F.from_json(F.col("prt").cast("string"), "map<string,string>")
-        df = df.withColumn("prt", F.to_json(F.transform_keys(m, lambda k, v: F.concat(run, F.lit(SEP), k))))
+    for col in ("prt", "srt"):
+        if col in df.columns:
+            m = F.from_json(F.col(col).cast("string"), "map<string,string>")
+            df = df.withColumn(col, F.to_json(F.transform_keys(m, lambda k, v: F.concat(run, F.lit(SEP), k))))
     return df
 
 

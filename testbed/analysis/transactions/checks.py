@@ -13,9 +13,10 @@ fail; tests/unit/transactions/test_checks.py shows each failing on a broken hist
 * P4 agreement               one tx_end per tx_begin; every broker and client that took
                              part logged exactly that outcome (a restarted broker re-learns
                              outcomes and may log one again: one distinct value per broker)
-* P5 routing-state atomicity each broker's final PRT holds a subscription touched by a
-                             transaction iff the replay of the committed operations (in
-                             commit order) leaves it there (for S-TX this is P7, convergence)
+* P5 routing-state atomicity each broker's final PRT (SRT) holds a subscription (an
+                             advertisement) touched by a transaction iff the replay of the
+                             committed operations (in commit order; with the sub/usub a
+                             broker triggered) leaves it there (for S-TX this is P7)
 * P6 commit order            D-TX: no two brokers commit two transactions in opposite order
                              (D-TXNI, S-TX: reported, not required)
 * P8 regular traffic         the pub/sub core's checks (added from checks.pubsub)
@@ -122,13 +123,18 @@ def check_sequential_consistency(ctx: AnalysisContext) -> CheckResult:
 # ---------------------------------------------------------------------------------- P2
 def routing_violations(begin: DataFrame, deliver: DataFrame, outs: DataFrame, every: bool) -> DataFrame:
     """-> [tx, n, expected, got] where op n of a (committed) transaction reached other clients."""
-    txs = dispatches(begin).select("tx", "agent", "dispatcher")
+    txs = dispatches(begin).select("tx", "agent", "dispatcher",
+                                   F.coalesce(F.col("kind"), F.lit("dispatch")).alias("kind"))
     if not every:
         txs = txs.join(outs.where(F.col("outcome") == "committed").select("tx"), "tx")
-    ns = txs.crossJoin(F.broadcast(begin.sparkSession.createDataFrame([(1,), (2,), (5,)], "n int")))
+    # the publications each scenario routes: Fig 1b op1 -> D, op2 and op5 -> A; advpub (the
+    # TXManager scenario, nodes/transactions/advpub.py) op1 (tcm) and op4 -> its subscriber C1
+    pubs = begin.sparkSession.createDataFrame(
+        [("dispatch", 1), ("dispatch", 2), ("dispatch", 5), ("advpub", 1), ("advpub", 4)], "kind string, n int")
+    ns = txs.join(F.broadcast(pubs), "kind")
     got = (deliver.select("tx", F.col("n").cast("int").alias("n"), "client").distinct()
            .groupBy("tx", "n").agg(F.sort_array(F.collect_set("client")).alias("got")))
-    exp = F.when(F.col("n") == 1, F.array("dispatcher")).otherwise(F.array("agent"))
+    exp = F.when((F.col("n") == 1) & (F.col("kind") == "dispatch"), F.array("dispatcher")).otherwise(F.array("agent"))
     return (ns.join(got, ["tx", "n"], "left")
             .withColumn("expected", exp)
             .withColumn("got", F.coalesce("got", F.array().cast("array<string>")))
@@ -198,7 +204,9 @@ def agreement_violations(begin: DataFrame, end: DataFrame, phase: DataFrame, pro
           .where(F.col("os").isNull() | (F.size("os") != 1) | (F.col("os")[0] != F.col("outcome")))
           .select("tx", F.concat(F.lit("broker "), F.col("node")).alias("where"),
                   F.coalesce(F.array_join("os", ","), F.lit("nothing")).alias("logged"), F.col("outcome").alias("expected")))
-    clients = (recv.select("tx", "client").union(op.select("tx", "client")).distinct()
+    # (operations a broker triggered, Alg 2, are logged with client = that broker: not a client)
+    clients = (recv.select("tx", "client").union(op.where(F.col("client") != F.col("node")).select("tx", "client"))
+               .distinct()
                .join(ends.select("tx", "txc", "outcome"), "tx").where(F.col("client") != F.col("txc")))
     co = outcome.groupBy("tx", "client").agg(F.sort_array(F.collect_list("outcome")).alias("os"))
     cv = (clients.join(co, ["tx", "client"], "left")
@@ -225,37 +233,46 @@ def check_agreement(ctx: AnalysisContext) -> CheckResult:
 
 # ---------------------------------------------------------------------------------- P5 / P7
 def replay_violations(op: DataFrame, proc: DataFrame, phase: DataFrame, tables: DataFrame, outs: DataFrame) -> DataFrame:
-    """-> [node, sub_id, expected, actual]: final PRT vs the replay of committed operations."""
-    subops = op.where(F.col("kind").isin("sub", "usub")).select("tx", "op_id", "kind", "sub_id").distinct()
-    at = proc.select("node", "tx", "op_id", F.col("t_rel_s").alias("proc_s")).join(subops, ["tx", "op_id"])
+    """-> [node, table, sub_id (the entry id), expected, actual]: final PRT (sub/usub) and SRT
+    (adv/uadv) vs the replay of committed operations, including those a broker triggered (Alg 2: an adv's released
+    sub, a uadv's usub). An id no committed operation touched is expected where it was before the
+    run's transactions (its first operation here removed it) and nowhere else."""
+    write = F.col("kind").isin("sub", "adv")
+    ops = (op.where(F.col("kind").isin("sub", "usub", "adv", "uadv"))
+           .select("tx", "op_id", F.when(F.col("kind").isin("adv", "uadv"), "srt").otherwise("prt").alias("table"),
+                   write.alias("add"), "sub_id").distinct())
+    at = proc.select("node", "tx", "op_id", F.col("t_rel_s").alias("proc_s")).join(ops, ["tx", "op_id"])
     commit_s = (phase.where(F.col("phase") == "commit").groupBy("node", "tx").agg(F.min("t_rel_s").alias("commit_s")))
-    first = at.groupBy("node", "sub_id").agg(F.min_by("kind", "proc_s").alias("first_kind"))
+    first = at.groupBy("node", "table", "sub_id").agg(F.min_by("add", "proc_s").alias("first_add"))
     committed = (at.join(outs.where(F.col("outcome") == "committed").select("tx"), "tx")
                  .join(commit_s, ["node", "tx"], "left")
-                 .groupBy("node", "sub_id")
-                 .agg(F.max_by("kind", F.struct(F.coalesce("commit_s", F.lit(1e18)), "proc_s")).alias("last_kind")))
-    exp = (first.join(committed, ["node", "sub_id"], "left")
-           .withColumn("expected", F.when(F.col("last_kind").isNotNull(), F.col("last_kind") == "sub")
-                       .otherwise(F.col("first_kind") == "usub")))
-    last_tables = (tables.groupBy("node").agg(F.max_by("prt", "t_rel_s").alias("prt"))
-                   .select("node", F.explode(F.map_keys(F.from_json("prt", "map<string,string>"))).alias("sub_id"))
+                 .groupBy("node", "table", "sub_id")
+                 .agg(F.max_by("add", F.struct(F.coalesce("commit_s", F.lit(1e18)), "proc_s")).alias("last_add")))
+    exp = (first.join(committed, ["node", "table", "sub_id"], "left")
+           .withColumn("expected", F.when(F.col("last_add").isNotNull(), F.col("last_add"))
+                       .otherwise(~F.col("first_add"))))
+    last = tables.groupBy("node").agg(F.max_by("prt", "t_rel_s").alias("prt"), F.max_by("srt", "t_rel_s").alias("srt"))
+    last_tables = (last.select("node", F.lit("prt").alias("table"),
+                               F.explode(F.map_keys(F.from_json("prt", "map<string,string>"))).alias("sub_id"))
+                   .union(last.select("node", F.lit("srt").alias("table"),
+                                      F.explode(F.map_keys(F.from_json("srt", "map<string,string>"))).alias("sub_id")))
                    .withColumn("actual", F.lit(True)))
     nodes = tables.select("node").distinct()
-    return (exp.join(nodes, "node").join(last_tables, ["node", "sub_id"], "left")
+    return (exp.join(nodes, "node").join(last_tables, ["node", "table", "sub_id"], "left")
             .withColumn("actual", F.coalesce("actual", F.lit(False)))
             .where(F.col("expected") != F.col("actual"))
-            .select("node", "sub_id", "expected", "actual"))
+            .select("node", "table", "sub_id", "expected", "actual"))
 
 
 def check_routing_state(ctx: AnalysisContext) -> CheckResult:
     name = "transactions.p5_tables"
-    desc = ("each broker's final PRT equals the replay of committed operations only "
+    desc = ("each broker's final PRT and SRT equal the replay of committed operations only "
             "(P5; for S-TX also P7, convergence)")
     v = variant(ctx)
     if v not in TX_VARIANTS:
         return _na(name, desc, f"{v}: no transactional routing state")
     viol = replay_violations(ctx.df("tx_op"), ctx.df("tx_proc"), ctx.df("tx_phase"), ctx.df("tx_tables"), outcomes(ctx))
-    return summarize(name, desc, viol, order=["node", "sub_id"],
+    return summarize(name, desc, viol, order=["node", "table", "sub_id"],
                      details={"brokers_with_tables": ctx.df("tx_tables").select("node").distinct().count()})
 
 

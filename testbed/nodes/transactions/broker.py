@@ -6,9 +6,14 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
 
     txinit  {k, tx, o:[txc, seq], ssid}    phase 1 (D-TX, D-TXNI), flooded; ack txinitack
     txop    {k, tx, op:{id, n, kind, a|f, sid, ...}, [d]}
-                                           one operation; kind pub | tcm | sub | usub.
+                                           one operation; kind pub | tcm | sub | usub |
+                                           adv | uadv (sid = the adv id). An operation a
+                                           broker triggers (Alg 2: a sub an adv releases,
+                                           a usub a uadv withdraws) carries trig (its
+                                           parent) and orig (the tx's own sub it continues)
                                            D-TX/D-TXNI: acknowledged by txack {k, tx, op}
-                                           once every destination acknowledged (Alg 2);
+                                           once every destination and every triggered
+                                           operation acknowledged (Alg 2);
                                            S-TX: d = dependencies [[op_id, sender, filter, kind]]
     txprep  {k, tx}                        phase 3, flooded; ack txprepack {k, tx, ok}
     txcmt   {k, tx, [d]} / txabt {k, tx}   flooded to brokers and to participating clients;
@@ -84,6 +89,8 @@ class TxBroker(Broker):
         hold = float((self.config.get("params") or {}).get("settle", 1.0))
         self._hold_until = rt.mono_ns() + int(hold * 1e9)
         self._held: list[tuple[str, dict[str, Any]]] | None = []
+        self._trig_k = 0  # operations this broker triggered (adv/uadv releasing subscriptions)
+        self._sub_ops: dict[str, dict[str, str]] = {}  # tx -> sub id -> the op that last touched it
 
     # -- lifecycle ----------------------------------------------------------------
     async def stop(self) -> None:
@@ -248,6 +255,7 @@ class TxBroker(Broker):
         return {"k": kind, "tx": tx, **{x: msg[x] for x in ("o", "ssid") if x in msg}}
 
     def _terminate(self, tx: str, outcome: str) -> None:
+        self._sub_ops.pop(tx, None)
         self.terminated[tx] = outcome
         self.recent[tx] = outcome
         if len(self.recent) > RECENT_OUTCOMES:
@@ -271,23 +279,74 @@ class TxBroker(Broker):
     def _apply(self, table: RoutingTable, op: dict[str, Any], frm: str,
                undo: list[tuple] | None) -> list[str]:
         """Apply op to ``table``; return its destinations. Records the inverse in ``undo``."""
+        return self._apply_full(table, op, frm, undo)[0]
+
+    def _apply_full(self, table: RoutingTable, op: dict[str, Any], frm: str,
+                    undo: list[tuple] | None) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+        """Apply op to ``table``: (its destinations, the operations it triggers). A triggered
+        operation (Alg 2) is ``(hop, kind, sub id, filter text)``: an ``adv`` releases the
+        subscriptions that were held here for want of a matching advertisement (a ``sub`` toward
+        the advertisement's last hop), a ``uadv`` withdraws those forwarded only because of it
+        (a ``usub``). Records the inverse of each change in ``undo``."""
         kind = op["kind"]
         if kind == "sub":
             sid = op["sid"]
             outs = table.subscribe(sid, parse_cached(op["f"]), frm)
             if undo is not None:
                 undo.append(("usub", sid, frm))
-            return [o.dst for o in outs if o.kind == "sub"]
+            return [o.dst for o in outs if o.kind == "sub"], []
         if kind == "usub":
             sid = op["sid"]
             e = table.prt.get(sid)
             outs = table.unsubscribe(sid, frm)
             if undo is not None and e is not None and e.hop == frm:
                 undo.append(("sub", sid, e.filter, frm))
-            return [o.dst for o in outs if o.kind == "unsub"]
+            return [o.dst for o in outs if o.kind == "unsub"], []
         if kind in ("pub", "tcm"):
-            return list(table.route(op["a"], frm))
+            return list(table.route(op["a"], frm)), []
+        if kind == "adv":
+            aid = op["sid"]
+            known = aid in table.srt
+            outs = table.advertise(aid, parse_cached(op["f"]), frm)
+            if undo is not None and not known:
+                undo.append(("unadv", aid, frm))
+            return ([o.dst for o in outs if o.kind == "adv"],
+                    [(o.dst, "sub", o.id, o.filter.text) for o in outs if o.kind == "sub"])  # type: ignore[union-attr]
+        if kind == "uadv":
+            aid = op["sid"]
+            e = table.srt.get(aid)
+            outs = table.unadvertise(aid, frm)
+            if undo is not None and e is not None and e.hop == frm:
+                undo.append(("adv", aid, e.filter, frm))
+            return ([o.dst for o in outs if o.kind == "unadv"],
+                    [(o.dst, "usub", o.id, "") for o in outs if o.kind == "unsub"])
         raise ValueError(f"unknown operation kind {kind!r}")
+
+    def _triggered(self, tx: str, parent: dict[str, Any], hop: str, kind: str, sid: str, f: str) -> dict[str, Any]:
+        """Send one operation this broker triggers (Alg 2) to ``hop`` and log it as issued here
+        (``tx_op`` with ``client`` = this broker and ``trigger`` = the parent: <SO's Trigger).
+        ``orig`` names the transaction's own sub/usub operation it continues, if any (S-TX counts
+        that dependency processed where the triggered one is)."""
+        self._trig_k += 1
+        op = {"id": f"{parent['id']}.r{self._trig_k}@{self.name}", "n": 0, "kind": kind, "c": self.name,
+              "sid": sid, "trig": parent["id"]}
+        if f:
+            op["f"] = f
+        orig = self._sub_ops.get(tx, {}).get(sid)
+        if orig:
+            op["orig"] = orig
+        self.rt.log("tx_op", tx=tx, op_id=op["id"], n=0, kind=kind, client=self.name, deps=[parent["id"]],
+                    trigger=parent["id"], filter=f, sub_id=sid)
+        msg: dict[str, Any] = {"k": "txop", "tx": tx, "op": op}
+        if self.variant == "stx":
+            msg["d"] = []
+        self._forward_op(tx, "", msg, [hop])
+        return op
+
+    def _note_op(self, tx: str, op: dict[str, Any]) -> None:
+        """Remember which operation of ``tx`` last touched a subscription id (for ``orig``)."""
+        if op["kind"] in ("sub", "usub"):
+            self._sub_ops.setdefault(tx, {})[op["sid"]] = op.get("orig") or op["id"]
 
     def _undo(self, table: RoutingTable, undo: list[tuple]) -> None:
         """Apply the inverse operations, newest first, and send what they change to the
@@ -298,8 +357,12 @@ class TxBroker(Broker):
         for step in reversed(undo):
             if step[0] == "usub":
                 outs += table.unsubscribe(step[1], step[2])
-            else:
+            elif step[0] == "sub":
                 outs += table.subscribe(step[1], step[2], step[3])
+            elif step[0] == "unadv":
+                outs += table.unadvertise(step[1], step[2])
+            else:
+                outs += table.advertise(step[1], step[2], step[3])
         if table is self.table:
             self.emit(outs)
 
@@ -333,7 +396,8 @@ class DtxBroker(TxBroker):
         self.ssid = 0
         self.versions: dict[int, RoutingTable] = {0: self.table}
         self.ctx: dict[str, TXContext] = {}
-        self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait}
+        self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait {(hop, op id)}}
+        self._ack_for: dict[tuple[str, str, str], tuple[str, str]] = {}  # (tx, op id, hop) -> pending key
         self._deferred: list[str] = []  # prepares waiting for earlier transactions
 
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
@@ -362,27 +426,34 @@ class DtxBroker(TxBroker):
                         reason=f"operation {op.get('id')} of an unknown or ended transaction {tx}")
             return
         self._part(tx, frm)
-        dests = self._apply(ctx.txrs, op, frm, None if self.isolation else ctx.undo)
-        if op["kind"] in ("sub", "usub"):
-            ctx.writes.append((op, frm))
-        else:
+        dests, trig = self._apply_full(ctx.txrs, op, frm, None if self.isolation else ctx.undo)
+        self._note_op(tx, op)
+        if op["kind"] in ("pub", "tcm"):
             ctx.pubs.append(op["a"])
+        else:
+            ctx.writes.append((op, frm))
         self._log_proc(tx, op, dests)
         self._forward_op(tx, frm, msg, dests)
-        if dests:
-            self._pending[(tx, op["id"])] = {"from": frm, "wait": set(dests)}
+        wait = {(h, op["id"]) for h in dests}
+        for h, kind, sid, f in trig:  # Alg 2: released subscriptions, each with its own pending ack
+            wait.add((h, self._triggered(tx, op, h, kind, sid, f)["id"]))
+        if wait:
+            self._pending[(tx, op["id"])] = {"from": frm, "wait": wait}
+            for h, oid in wait:
+                self._ack_for[(tx, oid, h)] = (tx, op["id"])
         else:
             self.send_hop(frm, {"k": "txack", "tx": tx, "op": op["id"]})
 
     def _on_op_ack(self, frm: str, msg: dict[str, Any]) -> None:
-        key = (msg["tx"], msg["op"])
-        p = self._pending.get(key)
+        tx, oid = msg["tx"], msg["op"]
+        key = self._ack_for.pop((tx, oid, frm), None)
+        p = self._pending.get(key) if key is not None else None
         if p is None:
             return
-        p["wait"].discard(frm)
+        p["wait"].discard((frm, oid))
         if not p["wait"]:
             del self._pending[key]
-            self.send_hop(p["from"], {"k": "txack", "tx": msg["tx"], "op": msg["op"]})
+            self.send_hop(p["from"], {"k": "txack", "tx": tx, "op": key[1]})
 
     # Alg 3: termination
     def _try_prepare(self, tx: str) -> None:
@@ -429,6 +500,8 @@ class DtxBroker(TxBroker):
             self._undo(self.table, ctx.undo)
         for key in [k for k in self._pending if k[0] == tx]:
             del self._pending[key]
+        for key in [k for k in self._ack_for if k[0] == tx]:
+            del self._ack_for[key]
         self._terminate(tx, "aborted")
         self._retry_deferred()
         self._gc_versions()
@@ -496,6 +569,8 @@ class StxBroker(TxBroker):
         hop = self.crt.get(dep[1])
         if hop is None:
             return False  # the sender never joined here: nothing of it can arrive
+        if hop not in self._nset:
+            return True  # the sender is a local client: its sub/usub is always processed here first
         f = parse_cached(dep[2])
         return any(e.hop != hop and intersects(e.filter, f) for e in self.table.srt.values())
 
@@ -508,6 +583,16 @@ class StxBroker(TxBroker):
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
         tx = msg["tx"]
         if tx in self.terminated:
+            if msg["op"].get("trig") and (tx, msg["op"]["id"]) not in self.processed:
+                # a sub/usub a broker triggered (Alg 2) travels back toward the advertiser and can
+                # meet the commit coming the other way: S-TX has no acks to hold the commit for
+                # it. Committed: it still applies (as it would have a moment earlier); aborted:
+                # nothing of the transaction stays, so it is dropped.
+                if self.terminated[tx] == "committed":
+                    self._process(frm, msg, late=True)
+                    for d in (self.sent_ops, self._parts, self._sub_ops):  # nothing kept for it
+                        d.pop(tx, None)
+                return
             self.rt.log("broker_bad_message", peer=frm, kind="txop",
                         reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
             return
@@ -522,15 +607,20 @@ class StxBroker(TxBroker):
         self._process(frm, msg)
         self._release()
 
-    def _process(self, frm: str, msg: dict[str, Any]) -> None:
+    def _process(self, frm: str, msg: dict[str, Any], late: bool = False) -> None:
         tx, op = msg["tx"], msg["op"]
         known = op["kind"] == "sub" and op["sid"] in self.table.prt
-        dests = self._apply(self.table, op, frm, self.undo.setdefault(tx, []))
+        dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
         self.processed.add((tx, op["id"]))
+        if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation
+            self.processed.add((tx, op["orig"]))
+        self._note_op(tx, op)
         self._log_proc(tx, op, dests)
         self._forward_op(tx, frm, msg, dests)
+        for h, kind, sid, f in trig:  # Alg 2 in S-TX: sent on at once, no acknowledgements
+            self._triggered(tx, op, h, kind, sid, f)
 
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]

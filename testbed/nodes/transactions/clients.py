@@ -20,11 +20,12 @@ Standing state (issued at start, before the workload): D subscribes to every
 advertises what it publishes. A's acknowledgement of op5 is a plain publication
 {class: ack, to: E, tx} (the latency timer at E stops when it arrives).
 
-TXManager (Table 2): D-TX/D-TXNI send the next operation only after the previous
+Every client issues its transaction operations through its own ``TXManager``
+(txmanager.py, Table 2): D-TX/D-TXNI send the next operation only after the previous
 one is acknowledged and acknowledge a received tcm only after the operations it
 triggered are acknowledged; S-TX issues everything at once with dependency lists.
 Transaction publications are buffered until ``txcmt`` (delivered) or ``txabt``
-(discarded). BL-WAIT uses plain publications and subscriptions: E waits ``wait``
+(discarded). ``params.scenario: advpub`` builds ``AdvPubHost`` (advpub.py) instead. BL-WAIT uses plain publications and subscriptions: E waits ``wait``
 between op1 and op5, D and A react at once. A transaction not ended ``timeout``
 after it began is aborted by its TXC (BL-WAIT: recorded as aborted, i.e. failed).
 """
@@ -37,6 +38,7 @@ from typing import Any
 from testbed.nodes.pubsub import events as _pubsub_events  # noqa: F401  (publish/deliver)
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
+from testbed.nodes.transactions.txmanager import TXManager
 
 ROLES = ("coordinator", "dispatcher", "agent")
 
@@ -75,16 +77,16 @@ class Tx:
     probe: bool = False  # a conflict run's concurrent publication into a dispatch's event space
 
 
-@dataclass
-class Part:
-    """A participant's (or the TXC's) view of one transaction."""
-
-    buffered: list[dict[str, Any]] = field(default_factory=list)
-    outcome: str = ""
-    seen: set[str] = field(default_factory=set)  # op ids received (a re-sent one is ignored)
-
-
 class ScenarioHost(Node):
+    """The Fig 1b scenario; ``ScenarioHost(rt)`` builds ``AdvPubHost`` for ``params.scenario: advpub``."""
+
+    def __new__(cls, rt: Any = None):
+        if cls is ScenarioHost and rt is not None:
+            if ((rt.config.get("params") or {}).get("scenario") or "dispatch") == "advpub":
+                from testbed.nodes.transactions.advpub import AdvPubHost
+                return AdvPubHost(rt)  # not a ScenarioHost: Python does not call __init__ again
+        return super().__new__(cls)
+
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
         g = self.config.get("clients") or {}
@@ -131,8 +133,6 @@ class ScenarioHost(Node):
         self.subs: dict[str, dict[str, str]] = {c: {} for c in self.clients}
         self.advs: dict[str, dict[str, str]] = {c: {} for c in self.clients}
         self.txs: dict[str, Tx] = {}  # at the TXC
-        self.parts: dict[tuple[str, str], Part] = {}  # (client, tx) -> view
-        self.waiting: dict[tuple[str, str], Any] = {}  # (client, op id) -> continuation
         self._seen_up: set[str] = set()
         self._running = False
         self.done = 0
@@ -142,7 +142,11 @@ class ScenarioHost(Node):
         self._last_begin_ns = 0
         self._started = False  # the workload began (_begin_all ran)
         self._queues: dict[tuple[str, int], list[int]] = {}  # (TXC, thread) -> transactions not begun
-        self.issued: list[tuple[str, str, dict[str, Any]]] = []  # S-TX: (client, tx, txop) sent
+        # one TXManager (Table 2) per logical client: it issues, sequences and logs the
+        # transaction operations, buffers publications until the outcome (BL-WAIT: none)
+        self.mgr: dict[str, TXManager] = {} if self.variant == "blwait" else {
+            c: TXManager(rt, c, self.broker_of[c], self.variant, on_tcm=self._on_tcm, on_outcome=self._on_outcome)
+            for c in self.clients}
         # D: standing subscriptions an open transaction's op4 removes -> (client, sid); not
         # re-issued to a restarted broker until the outcome says (abort: re-issued then)
         self.removing: dict[str, tuple[str, str]] = {}
@@ -240,18 +244,12 @@ class ScenarioHost(Node):
                 nsub += 1
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
         # outcomes the restarted broker may have lost: the TXC re-sends its decisions not yet
-        # acknowledged; a participant asks about transactions it holds without an outcome
-        for tx in self.txs.values():
-            if tx.decided and not tx.term_acked and self.broker_of[tx.e] == peer:
-                self._send(tx.e, {"k": "txcmt" if tx.decided == "committed" else "txabt", "tx": tx.tx,
-                                  "rs": True})
-        for (c, txid), part in self.parts.items():
-            if not part.outcome and self.broker_of[c] == peer:
-                self._send(c, {"k": "txq", "tx": txid})
-        if self.variant == "stx":  # S-TX: this process's operations of open transactions, again
-            for c, txid, msg in self.issued:
-                if self.broker_of[c] == peer and not self._closed(c, txid):
-                    self._send(c, dict(msg))
+        # acknowledged; a participant asks about transactions it holds without an outcome; S-TX:
+        # this process's operations of open transactions, again (the TXManager keeps them)
+        for what in ("outcomes", "queries", "ops"):
+            for c, m in self.mgr.items():
+                if self.broker_of[c] == peer:
+                    m.resync(what)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":
@@ -336,20 +334,16 @@ class ScenarioHost(Node):
                 d=disp.d, agent=disp.agent, probe=True)
         self._start_tx(tx)
         attrs = {"p": tx.proc, "x": tx.n, "v": 2}
+        m = self.mgr[tx.e]
         if self.variant == "stx":
-            op6 = self._op(tx.tx, 6, tx.e, "pub", attrs=attrs, deps=[])
-            self._send_op(tx.e, tx.tx, op6, None, deps=[])
-            tx.deps = [[op6["id"], tx.e, "", "pub"]]
+            m.beginTX(tx.tx)
+            op6 = m.txPub(tx.tx, attrs, n=6, deps=[])
+            tx.deps = [[op6, tx.e, "", "pub"]]
             tx.acked, tx.latency_ms = True, 0.0
             self._decide(tx, "committed")
             return
-
-        def op6() -> None:
-            op = self._op(tx.tx, 6, tx.e, "pub", attrs=attrs)
-            self._send_op(tx.e, tx.tx, op, lambda: self._probe_acked(tx))
-
-        self.waiting[(tx.e, f"{tx.tx}/init")] = op6
-        self._send(tx.e, {"k": "txinit", "tx": tx.tx, "o": [f"{tx.e}.{tx.thread}c", k]})
+        m.beginTX(tx.tx, order=[f"{tx.e}.{tx.thread}c", k],
+                  then=lambda: m.txPub(tx.tx, attrs, n=6, then=lambda: self._probe_acked(tx)))
 
     def _probe_acked(self, tx: Tx) -> None:
         tx.acked = True
@@ -358,14 +352,12 @@ class ScenarioHost(Node):
 
     def _op(self, txid: str, n: int, c: str, kind: str, trigger: str = "", deps: list[str] | None = None,
             attrs: dict[str, Any] | None = None, f: str = "", sid: str = "") -> dict[str, Any]:
+        """BL-WAIT: log an operation issued as a plain pub/sub message (the transactional variants'
+        operations are issued and logged by their TXManager)."""
         op_id = f"{txid}/{n}"
         op: dict[str, Any] = {"id": op_id, "n": n, "kind": kind, "c": c}
         if attrs is not None:
             op["a"] = attrs
-        if f:
-            op["f"] = f
-        if sid:
-            op["sid"] = sid
         self.rt.log("tx_op", tx=txid, op_id=op_id, n=n, kind=kind, client=c,
                     deps=deps if deps is not None else [f"{txid}/{k}" for k in range(1, n)],
                     trigger=trigger, filter=f, sub_id=sid)
@@ -376,21 +368,20 @@ class ScenarioHost(Node):
         """What D and A need to play their part (carried in op1's and op2's message)."""
         return {"tx": tx.tx, "proc": tx.proc, "x": tx.n, "d": tx.d, "agent": tx.agent, "e": tx.e}
 
-    # D-TX / D-TXNI: begin -> init -> op1 (tcm) -> op5 -> prepare -> commit
+    # D-TX / D-TXNI: begin -> init -> op1 (tcm) -> op5 -> prepare -> commit (E's TXManager sends
+    # each operation after the previous one's acknowledgement; each is issued in the previous
+    # one's continuation, so its tx_op is logged when it is sent)
     def _begin_dtx(self, tx: Tx) -> None:
-        self.waiting[(tx.e, f"{tx.tx}/init")] = lambda: self._dtx_op1(tx)
-        self._send(tx.e, {"k": "txinit", "tx": tx.tx, "o": [f"{tx.e}.{tx.thread}", tx.n]})
+        self.mgr[tx.e].beginTX(tx.tx, order=[f"{tx.e}.{tx.thread}", tx.n], then=lambda: self._dtx_op1(tx))
 
     _begin_dtxni = _begin_dtx
 
     def _dtx_op1(self, tx: Tx) -> None:
-        op = self._op(tx.tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0})
-        op["ctx"] = self._ctx(tx)
-        self._send_op(tx.e, tx.tx, op, lambda: self._dtx_op5(tx))
+        self.mgr[tx.e].txTCM(tx.tx, {"p": tx.proc, "x": tx.n, "v": 0}, n=1, ctx=self._ctx(tx),
+                             then=lambda: self._dtx_op5(tx))
 
     def _dtx_op5(self, tx: Tx) -> None:
-        op = self._op(tx.tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1})
-        self._send_op(tx.e, tx.tx, op, lambda: self._dtx_prepare(tx))
+        self.mgr[tx.e].txPub(tx.tx, {"p": tx.proc, "x": tx.n, "v": 1}, n=5, then=lambda: self._dtx_prepare(tx))
 
     def _explicit_abort(self, tx: Tx) -> bool:
         return self.abort_every > 0 and tx.n % self.abort_every == 0
@@ -401,38 +392,30 @@ class ScenarioHost(Node):
         if self._explicit_abort(tx):
             self._decide(tx, "aborted", "the TXC's explicit abort")
             return
-        self.waiting[(tx.e, f"{tx.tx}/prep")] = lambda ok: self._decide(tx, "committed" if ok else "aborted")
-        self._send(tx.e, {"k": "txprep", "tx": tx.tx})
-
-    def _send_op(self, c: str, txid: str, op: dict[str, Any], then: Any, deps: Any = None) -> None:
-        if then is not None:
-            self.waiting[(c, op["id"])] = then
-        msg = {"k": "txop", "tx": txid, "op": op}
-        if deps is not None:
-            msg["d"] = deps
-            self.issued.append((c, txid, msg))
-            if len(self.issued) > 4096:
-                self.issued = [x for x in self.issued if not self._closed(x[0], x[1])]
-        self._send(c, msg)
-
-    def _closed(self, c: str, txid: str) -> bool:
-        tx = self.txs.get(txid)
-        if tx is not None and tx.e == c:
-            return tx.ended or tx.term_acked
-        p = self.parts.get((c, txid))
-        return p is not None and bool(p.outcome)
+        self.mgr[tx.e].commitTX(tx.tx, then=lambda outcome: self._decided(tx, outcome, ""),
+                                acked=lambda outcome: self._term_acked(tx))
 
     def _decide(self, tx: Tx, outcome: str, reason: str = "") -> None:
+        """The TXC's decision without a prepare: S-TX's commit, an explicit abort, a timeout."""
         if tx.decided or tx.ended:
             return
-        tx.decided = outcome
-        self.rt.log("tx_outcome", client=tx.e, tx=tx.tx, outcome=outcome)
-        deps = {"d": tx.deps} if self.variant == "stx" else {}
+        m = self.mgr[tx.e]
+        deps = {"deps": tx.deps} if self.variant == "stx" else {}
         if outcome == "committed":
-            self._send(tx.e, {"k": "txcmt", "tx": tx.tx, **deps})
+            m.commitTX(tx.tx, then=lambda o: self._decided(tx, o, reason), acked=lambda o: self._term_acked(tx),
+                       **deps)
         else:
-            self._send(tx.e, {"k": "txabt", "tx": tx.tx, **deps})
+            m.abortTX(tx.tx, then=lambda o: self._decided(tx, o, reason), acked=lambda o: self._term_acked(tx),
+                      **deps)
+
+    def _decided(self, tx: Tx, outcome: str, reason: str) -> None:
+        tx.decided = outcome
+        if outcome == "aborted":
             self._end(tx, "aborted", (self.rt.mono_ns() - tx.t0) / 1e6, reason or "aborted by the TXC")
+
+    def _term_acked(self, tx: Tx) -> None:
+        tx.term_acked = True
+        self._maybe_end(tx)
 
     # S-TX: everything at once, with dependencies
     def _begin_stx(self, tx: Tx) -> None:
@@ -442,12 +425,10 @@ class ScenarioHost(Node):
                4: [ids[4], tx.d, f, "usub"], 5: [ids[5], tx.e, "", "pub"]}
         tx.deps = [dep[k] for k in range(1, 6)]
         plan = {str(k): [dep[j] for j in range(1, k)] for k in range(1, 6)}
-        op1 = self._op(tx.tx, 1, tx.e, "tcm", attrs={"p": tx.proc, "x": tx.n, "v": 0}, deps=[])
-        op1["ctx"] = {**self._ctx(tx), "plan": plan}
-        self._send_op(tx.e, tx.tx, op1, None, deps=[])
-        op5 = self._op(tx.tx, 5, tx.e, "pub", attrs={"p": tx.proc, "x": tx.n, "v": 1},
-                       deps=[d[0] for d in plan["5"]])
-        self._send_op(tx.e, tx.tx, op5, None, deps=plan["5"])
+        m = self.mgr[tx.e]
+        m.beginTX(tx.tx)
+        m.txTCM(tx.tx, {"p": tx.proc, "x": tx.n, "v": 0}, n=1, ctx={**self._ctx(tx), "plan": plan}, deps=[])
+        m.txPub(tx.tx, {"p": tx.proc, "x": tx.n, "v": 1}, n=5, deps=plan["5"])
         if self._explicit_abort(tx):
             self._decide(tx, "aborted", "the TXC's explicit abort")
         else:
@@ -577,29 +558,8 @@ class ScenarioHost(Node):
                 if cid in self.index:
                     self._on_pub(cid, msg)
             return
-        if not isinstance(c, str) or c not in self.index:
-            return
-        if k == "txop":
-            self._on_txop(c, msg)
-        elif k == "txack":
-            self._resume(c, msg["op"])
-        elif k == "txinitack":
-            self._resume(c, f"{msg['tx']}/init")
-        elif k == "txprepack":
-            self._resume(c, f"{msg['tx']}/prep", bool(msg.get("ok")))
-        elif k in ("txcmt", "txabt"):
-            self._on_outcome(c, msg["tx"], "committed" if k == "txcmt" else "aborted")
-            self._send(c, {"k": k + "ack", "tx": msg["tx"], "ok": True})
-        elif k in ("txcmtack", "txabtack"):
-            tx = self.txs.get(msg["tx"])
-            if tx is not None:
-                tx.term_acked = True
-                self._maybe_end(tx)
-
-    def _resume(self, c: str, key: str, *args: Any) -> None:
-        fn = self.waiting.pop((c, key), None)
-        if fn is not None:
-            fn(*args)
+        if isinstance(c, str) and c in self.mgr:
+            self.mgr[c].on_message(msg)  # transaction messages: the client's TXManager
 
     def _on_pub(self, c: str, msg: dict[str, Any]) -> None:
         a = msg.get("a") or {}
@@ -650,83 +610,44 @@ class ScenarioHost(Node):
         self._log_op(c, txid, 4, "usub", trigger, space_filter(proc, x), sid)
         self._unsub(c, sid)
 
-    # transaction operations received (D-TX, D-TXNI, S-TX)
-    def _on_txop(self, c: str, msg: dict[str, Any]) -> None:
-        txid, op = msg["tx"], msg["op"]
-        n, kind = int(op["n"]), op["kind"]
-        part = self.parts.setdefault((c, txid), Part())
-        if op["id"] in part.seen:
-            if self.variant != "stx" and part.outcome == "":
-                self._send(c, {"k": "txack", "tx": txid, "op": op["id"]})
-            return  # re-sent after a broker restart
-        part.seen.add(op["id"])
-        self.rt.log("tx_recv", client=c, tx=txid, op_id=op["id"], kind=kind, n=n)
-        if part.outcome:
-            return  # already ended here (late operation)
-        if kind in ("pub", "tcm"):
-            part.buffered.append(op)
+    # transaction operations received (D-TX, D-TXNI, S-TX): a tcm reaches D (op1) or A (op2);
+    # the operations issued here are triggered by it (the TXManager acknowledges it after them)
+    def _on_tcm(self, c: str, txid: str, op: dict[str, Any]) -> None:
         ctx = op.get("ctx") or {}
         stx = self.variant == "stx"
+        n = int(op["n"])
         if n == 1 and self.role == "dispatcher":
             self._trigger_d(c, txid, op, ctx, stx)
         elif n == 2 and self.role == "agent":
-            self._trigger_a(c, txid, op, ctx, stx)
-        elif not stx:
-            self._send(c, {"k": "txack", "tx": txid, "op": op["id"]})
+            self._trigger_a(c, txid, ctx, stx)
 
     def _trigger_d(self, c: str, txid: str, op1: dict[str, Any], ctx: dict[str, Any], stx: bool) -> None:
         proc, x, agent = ctx["proc"], ctx["x"], ctx["agent"]
         f = space_filter(proc, x)
         sid = standing_sid(c, proc, x)
-
         self.removing[txid] = (c, sid)
         plan = ctx.get("plan") or {}
-        d2 = [d[0] for d in plan.get("2", [])] if stx else None
-        d4 = [d[0] for d in plan.get("4", [])] if stx else None
-        op2 = self._op(txid, 2, c, "tcm", trigger=op1["id"], deps=d2,
-                       attrs={"class": "assign", "to": agent, "proc": proc, "inst": x})
-        op2["ctx"] = ctx
+        m = self.mgr[c]
+        attrs = {"class": "assign", "to": agent, "proc": proc, "inst": x}
         if stx:
-            self._send_op(c, txid, op2, None, deps=plan.get("2", []))
-            o4 = self._op(txid, 4, c, "usub", trigger=op1["id"], deps=d4, f=f, sid=sid)
-            self._send_op(c, txid, o4, None, deps=plan.get("4", []))
+            m.txTCM(txid, attrs, n=2, ctx=ctx, deps=plan.get("2", []))
+            m.txUsub(txid, sid, f=f, n=4, deps=plan.get("4", []))
             return
+        # op4 is issued once op2 is acknowledged (logged then), still triggered by op1
+        m.txTCM(txid, attrs, n=2, ctx=ctx,
+                then=lambda: m.txUsub(txid, sid, f=f, n=4, trigger=op1["id"]) if m.open(txid) else None)
 
-        def after_op2() -> None:
-            o4 = self._op(txid, 4, c, "usub", trigger=op1["id"], f=f, sid=sid)
-            self._send_op(c, txid, o4, lambda: self._send(c, {"k": "txack", "tx": txid, "op": op1["id"]}))
-
-        self._send_op(c, txid, op2, after_op2)
-
-    def _trigger_a(self, c: str, txid: str, op2: dict[str, Any], ctx: dict[str, Any], stx: bool) -> None:
-        proc, x = ctx["proc"], ctx["x"]
-        f = space_filter(proc, x)
-
+    def _trigger_a(self, c: str, txid: str, ctx: dict[str, Any], stx: bool) -> None:
         plan = ctx.get("plan") or {}
-        o3 = self._op(txid, 3, c, "sub", trigger=op2["id"],
-                      deps=[d[0] for d in plan.get("3", [])] if stx else None, f=f, sid=f"{txid}/3")
-        if stx:
-            self._send_op(c, txid, o3, None, deps=plan.get("3", []))
-        else:
-            self._send_op(c, txid, o3, lambda: self._send(c, {"k": "txack", "tx": txid, "op": op2["id"]}))
+        self.mgr[c].txSub(txid, space_filter(ctx["proc"], ctx["x"]), sid=f"{txid}/3", n=3,
+                          deps=plan.get("3", []) if stx else None)
 
-    def _on_outcome(self, c: str, txid: str, outcome: str) -> None:
-        part = self.parts.setdefault((c, txid), Part())
-        if part.outcome:
-            return
-        part.outcome = outcome
-        if not (self.role == "coordinator" and txid in self.txs):  # the TXC logged its decision
-            self.rt.log("tx_outcome", client=c, tx=txid, outcome=outcome)
-        ev = "tx_deliver" if outcome == "committed" else "tx_discard"
-        op5 = False
-        ctx: dict[str, Any] = {}
-        for op in part.buffered:
-            self.rt.log(ev, client=c, tx=txid, op_id=op["id"], n=int(op["n"]))
-            if int(op["n"]) == 5:
-                op5 = True
-            ctx = ctx or (op.get("ctx") or {})
-        part.buffered.clear()
-        # the standing state follows the outcome (so a re-sync re-issues the right subscriptions)
+    def _on_outcome(self, c: str, txid: str, outcome: str, pubs: list[dict[str, Any]]) -> None:
+        """After the TXManager delivered (or discarded) the buffered publications: the standing
+        state follows the outcome (so a re-sync re-issues the right subscriptions); the agent
+        acknowledges a committed op5 to E."""
+        op5 = any(int(op["n"]) == 5 for op in pubs)
+        ctx: dict[str, Any] = next((op.get("ctx") for op in pubs if op.get("ctx")), None) or {}
         removing = self.removing.pop(txid, None)
         if outcome == "committed" and self.role == "dispatcher" and ctx:
             self.subs[c].pop(standing_sid(c, ctx["proc"], ctx["x"]), None)

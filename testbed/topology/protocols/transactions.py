@@ -50,6 +50,11 @@ class Params(StrictModel):
                       probe transactions, each a publication into the dispatch's event space
                       (overlapping the dispatch's sub/usub); checked by P6's second half. Not
                       for ``blwait``.
+    ``scenario``      ``dispatch`` (Fig 1b, the default) or ``advpub``: transactional
+                      advertisements through the TXManager library (nodes/transactions/advpub.py):
+                      groups ``coordinator`` (C2) and ``agent`` (C1), ``count`` = ``instances``
+                      each; D-TX, D-TXNI or S-TX; one TXC thread; no conflict workload, no
+                      regular events.
     """
 
     variant: Literal["dtx", "dtxni", "stx", "blwait"]
@@ -65,6 +70,7 @@ class Params(StrictModel):
     think: Time = 0.0
     abort_every: StrictInt = Field(default=0, ge=0)
     conflict: StrictBool = False
+    scenario: Literal["dispatch", "advpub"] = "dispatch"
 
 
 class Placement(StrictModel):
@@ -79,12 +85,22 @@ ACYCLIC = "forest"
 BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear in the runs)
 
 _PER_INSTANCE = {"coordinator": 1, "dispatcher": 1, "agent": 2}
+_ADVPUB = {"coordinator": 1, "agent": 1}  # params.scenario advpub: C2 (the TXC) and C1
 
 
 def check(topology) -> list:
     """One client group per role, counts that match ``params.instances``, no pub/sub keys."""
     problems = []
     p = topology.protocol_params
+    per_instance = _PER_INSTANCE
+    if p.scenario == "advpub":
+        per_instance = _ADVPUB
+        for key, bad, why in (("variant", p.variant == "blwait", "needs a transactional variant (dtx, dtxni, stx)"),
+                              ("threads", p.threads != 1, "runs one TXC thread (threads: 1)"),
+                              ("conflict", p.conflict, "has no conflict workload"),
+                              ("regular_rate", p.regular_rate is not None, "has no regular events")):
+            if bad:
+                problems.append(topology.problem(("params", key), f"scenario advpub {why}"))
     by_role: dict[str, list[str]] = {}
     for name, g in topology.clients.items():
         by_role.setdefault(g.role, []).append(name)
@@ -93,7 +109,11 @@ def check(topology) -> list:
                 hint = " (regular events: params.regular_rate)" if key == "rate" else ""
                 problems.append(topology.problem(("clients", name, key),
                                                  f"transactions clients take no {key}{hint}"))
-    for role, per in _PER_INSTANCE.items():
+    for name, g in topology.clients.items():
+        if p.scenario == "advpub" and g.role in CLIENT_ROLES and g.role not in per_instance:
+            problems.append(topology.problem(("clients", name, "role"), f"scenario {p.scenario} has no "
+                                             f"{g.role} role (roles: {', '.join(per_instance)})"))
+    for role, per in per_instance.items():
         names = by_role.get(role, [])
         if not names:
             problems.append(topology.problem(("clients",), f"the scenario needs one client group "

@@ -60,3 +60,28 @@ def run_with_crash(variant: str, crash: str = "b2", at_s: float = 1.0, down_s: f
     sim.run_for(seconds - at_s - down_s)
     sim.shutdown()
     return sim
+
+
+def advpub(variant: str, brokers: dict[str, list[str]] | None = None, c2: list[str] | None = None,
+           c1: list[str] | None = None, **params: Any) -> dict[str, dict[str, Any]]:
+    """Node configs of ``params.scenario: advpub`` (nodes/transactions/advpub.py): groups e
+    (coordinator C2) and a (agent C1), one of each per instance."""
+    brokers = brokers or LINE3
+    configs = scenario(variant, brokers=brokers, attach={"e": c2 or ["b1"], "d": c2 or ["b1"], "a": c1 or ["b3"]},
+                       scenario="advpub", **params)
+    del configs["d"]
+    configs["a"]["clients"]["count"] = configs["e"]["clients"]["count"]
+    for cfg in configs.values():
+        cfg["peers"].pop("d", None)
+        cfg["directory"].pop("d", None)
+    return configs
+
+
+def run_advpub(variant: str, seconds: float = 8.0, **kw: Any) -> Sim:
+    sim = Sim(advpub(variant, **kw), delay_ms=5.0)
+    sim.start()
+    sim.run_for(0.5)
+    sim.start_workload(0.0, seconds)
+    sim.run_for(seconds)
+    sim.shutdown()
+    return sim

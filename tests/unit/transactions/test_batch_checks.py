@@ -70,3 +70,20 @@ def test_batched_checks_give_every_run_its_own_verdict(spark, tmp_path):
     assert by["transactions.p1_order"]["applies"] is False and by["transactions.p2_routing"]["applies"] is True
     assert next(c for c in res["dtxni-leak"] if c["check"] == "transactions.p9_no_aborts")["applies"] is False
     assert all(len(rs) == 7 for rs in res.values())
+
+
+def test_batched_checks_keep_advpub_runs_srt_entries_apart(spark, tmp_path):
+    """Two advpub runs (scenario advpub, same ids): their SRT keys are namespaced like the PRT's,
+    so the good one passes P5 and only the one whose aborted advertisement stayed fails."""
+    from .test_advpub import history as advpub_history
+
+    good = advpub_history("dtxni")
+    leak = advpub_history("dtxni")
+    [r for r in leak if r["ev"] == "tx_tables" and r["node"] == "b2"][-1]["srt"]["e-0.0:3/3"] = "b1"
+    runs = {k: write_run(tmp_path, f"run-{k}", "dtxni", logs, abort_every=3, scenario="advpub")
+            for k, logs in (("good", good), ("leak", leak))}
+    res = check_runs(spark, runs)
+    bad_of = {k: {c["check"] for c in rs if not c["passed"]} for k, rs in res.items()}
+    assert bad_of == {"good": set(), "leak": {"transactions.p5_tables"}}
+    p5 = next(c for c in res["leak"] if c["check"] == "transactions.p5_tables")
+    assert [(json.loads(e)["table"], json.loads(e)["sub_id"]) for e in p5["examples"]] == [("srt", "e-0.0:3/3")]

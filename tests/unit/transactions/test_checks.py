@@ -131,7 +131,7 @@ def test_p5_fails_on_an_aborted_transaction_s_entry_left_in_a_routing_table(spar
     bad = failed(spark, logs, "dtxni", abort_every=2)
     assert set(bad) == {"transactions.p5_tables"}
     assert bad["transactions.p5_tables"].examples == [
-        {"node": "b1", "sub_id": "e-0.0:2/3", "expected": False, "actual": True}]
+        {"node": "b1", "table": "prt", "sub_id": "e-0.0:2/3", "expected": False, "actual": True}]
     # and a committed unsubscription whose entry is still there
     logs = history("stx")
     tables = [r for r in logs if r["ev"] == "tx_tables" and r["node"] == "b2"][-1]

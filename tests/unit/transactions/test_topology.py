@@ -69,3 +69,35 @@ def test_counts_follow_instances_and_roles_are_the_scenario_s(tmp_path):
                     "12:27: clients.a.count: an agent group needs count 4 (2 per instance, params.instances = 2)"]
     errs = errors(tmp_path, BASE.replace("e: {role: coordinator,", "e: {role: publisher,"))
     assert any(e.startswith("10:13: clients.e.role: unknown client role 'publisher'") for e in errs), errs
+
+
+ADVPUB = BASE.replace("  d: {role: dispatcher, attach: b2}\n", "").replace(
+    "a: {role: agent, count: 2, attach: [b2, b1]}", "a: {role: agent, attach: b2}").replace(
+    "variant: dtx", "variant: dtx\n  scenario: advpub")
+
+
+def test_scenario_advpub_takes_a_coordinator_and_an_agent_per_instance(tmp_path):
+    from tests.unit.topology.helpers import errors
+    topo = load(write(tmp_path, ADVPUB))
+    assert topo.protocol_params.scenario == "advpub"
+    assert load(write(tmp_path, BASE)).protocol_params.scenario == "dispatch"
+    errs = errors(tmp_path, ADVPUB.replace("a: {role: agent, attach: b2}",
+                                           "a: {role: agent, count: 2, attach: b2}\n  d: {role: dispatcher, attach: b1}"))
+    assert errs == ["11:27: clients.a.count: an agent group needs count 1 (1 per instance, params.instances = 1)",
+                    "12:13: clients.d.role: scenario advpub has no dispatcher role (roles: coordinator, agent)"], errs
+
+
+@pytest.mark.parametrize("extra,expect", [
+    ("  scenario: advpub\n  variant: blwait", "params.variant: scenario advpub needs a transactional variant"),
+    ("  threads: 2", "15:12: params.threads: scenario advpub runs one TXC thread"),
+    ("  conflict: true", "15:13: params.conflict: scenario advpub has no conflict workload"),
+    ("  scenario: advpup", "14:13: params.scenario: "),
+])
+def test_scenario_advpub_errors_are_located(tmp_path, extra, expect):
+    text = ADVPUB + extra + "\n"
+    if "variant: blwait" in extra:
+        text = ADVPUB.replace("variant: dtx\n  scenario: advpub", "variant: blwait\n  scenario: advpub")
+    if "advpup" in extra:
+        text = ADVPUB.replace("scenario: advpub", "scenario: advpup")
+    err = one_error(tmp_path, text)
+    assert expect in err, err
