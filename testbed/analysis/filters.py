@@ -277,7 +277,7 @@ def filter_column(flt: str | Iterable[Predicate] | None, m):
 def match_pairs(spark, filters, pubs, *, compiled: bool | None = None):
     """Which publications match which filters.
 
-    ``filters``: [filter] (texts, any number of rows); ``pubs``: [pub_id, attrs].
+    ``filters``: [filter] (texts, any number of rows), or a list of texts; ``pubs``: [pub_id, attrs].
     Returns ``(pairs, errors)``: pairs is a DataFrame [filter, pub_id] of every match;
     errors maps unparsable filter texts to their one-line message (those match nothing).
     ``compiled`` None: compiled column expressions up to ``MAX_COMPILED_FILTERS`` distinct
@@ -285,7 +285,10 @@ def match_pairs(spark, filters, pubs, *, compiled: bool | None = None):
     """
     from pyspark.sql import functions as F
 
-    texts = sorted({r[0] or "" for r in filters.select("filter").distinct().collect()})
+    if isinstance(filters, (list, tuple, set)):  # the texts, already collected
+        texts = sorted({f or "" for f in filters})
+    else:
+        texts = sorted({r[0] or "" for r in filters.select("filter").distinct().collect()})
     good, errors = {}, {}
     for f in texts:
         try:

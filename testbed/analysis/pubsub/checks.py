@@ -13,7 +13,7 @@ Times are ``t_rel_s`` (seconds from the workload start, clock-corrected).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from testbed.analysis.checks import CheckResult, summarize
@@ -22,20 +22,23 @@ from testbed.analysis.filters import match_pairs
 
 
 # -- transforms ------------------------------------------------------------------------
-def delivery_pairs(deliver: DataFrame) -> DataFrame:
+def delivery_pairs(deliver: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """deliver -> [client, pub_id, deliveries, first_s, last_s]: one row per (client, publication)
-    received. no_duplicates, filter_match and completeness all read this one aggregation."""
+    received. no_duplicates, filter_match and completeness all read this one aggregation.
+
+    ``by``: extra key columns (``("run_id",)`` for many runs at once, ``batch_checks``) that every
+    transform here groups, joins and partitions on too, and keeps first in its output."""
     return (
-        deliver.select("client", "pub_id", "t_rel_s")
-        .groupBy("client", "pub_id")
+        deliver.select(*by, "client", "pub_id", "t_rel_s")
+        .groupBy(*by, "client", "pub_id")
         .agg(F.count("*").alias("deliveries"), F.min("t_rel_s").alias("first_s"), F.max("t_rel_s").alias("last_s"))
-        .select("client", "pub_id", "deliveries", "first_s", "last_s")
+        .select(*by, "client", "pub_id", "deliveries", "first_s", "last_s")
     )
 
 
-def duplicates_of(pairs: DataFrame) -> DataFrame:
+def duplicates_of(pairs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """:func:`delivery_pairs` -> the pairs delivered twice or more."""
-    return pairs.where(F.col("deliveries") > 1).select("client", "pub_id", "deliveries", "first_s", "last_s")
+    return pairs.where(F.col("deliveries") > 1).select(*by, "client", "pub_id", "deliveries", "first_s", "last_s")
 
 
 def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
@@ -43,35 +46,35 @@ def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
     return duplicates_of(delivery_pairs(deliver))
 
 
-def subscriptions(subscribe: DataFrame, unsubscribe: DataFrame) -> DataFrame:
+def subscriptions(subscribe: DataFrame, unsubscribe: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """-> [client, sub_id, filter, sub_s, unsub_s]: one row per subscription; unsub_s null while active.
 
     A subscription re-issued with the same id (e.g. after a client restart) counts from its first issue;
     it ends at the first unsubscribe of that id after it.
     """
     subs = (
-        subscribe.select("client", "sub_id", "filter", "t_rel_s")
-        .groupBy("client", "sub_id")
+        subscribe.select(*by, "client", "sub_id", "filter", "t_rel_s")
+        .groupBy(*by, "client", "sub_id")
         .agg(F.min_by("filter", "t_rel_s").alias("filter"), F.min("t_rel_s").alias("sub_s"))
     )
-    uns = unsubscribe.select("client", "sub_id", F.col("t_rel_s").alias("u_s"))
+    uns = unsubscribe.select(*by, "client", "sub_id", F.col("t_rel_s").alias("u_s"))
     return (
-        subs.join(uns, on=["client", "sub_id"], how="left")
+        subs.join(uns, on=[*by, "client", "sub_id"], how="left")
         .where(F.col("u_s").isNull() | (F.col("u_s") >= F.col("sub_s")))
-        .groupBy("client", "sub_id", "filter", "sub_s")
+        .groupBy(*by, "client", "sub_id", "filter", "sub_s")
         .agg(F.min("u_s").alias("unsub_s"))
-        .select("client", "sub_id", "filter", "sub_s", "unsub_s")
+        .select(*by, "client", "sub_id", "filter", "sub_s", "unsub_s")
     )
 
 
-def publications(publish: DataFrame) -> DataFrame:
+def publications(publish: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """publish -> [pub_id, publisher, seq, attrs, pub_s] (the first publish of each id)."""
     return (
-        publish.select("pub_id", "client", "seq", "attrs", "t_rel_s")
-        .groupBy("pub_id")
+        publish.select(*by, "pub_id", "client", "seq", "attrs", "t_rel_s")
+        .groupBy(*by, "pub_id")
         .agg(F.min_by("client", "t_rel_s").alias("publisher"), F.min_by("seq", "t_rel_s").alias("seq"),
              F.min_by("attrs", "t_rel_s").alias("attrs"), F.min("t_rel_s").alias("pub_s"))
-        .select("pub_id", "publisher", "seq", "attrs", "pub_s")
+        .select(*by, "pub_id", "publisher", "seq", "attrs", "pub_s")
     )
 
 
@@ -87,23 +90,24 @@ def non_matching_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, match
     return j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
 
 
-def _judged_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+def _judged_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame,
+                  by: tuple[str, ...] = ()) -> DataFrame:
     """-> [client, pub_id, deliver_s, filters, _known, _ok]: every delivered pair, whether its publication
     is known (logged by a publish) and whether it matches a subscription the client issued before."""
     # one row per delivery carrying the publication's matching filters (a per-pub array) and the
     # client's subscriptions (a small per-client array, broadcast): no per-(delivery, sub) rows
-    d = pairs.select("client", "pub_id", F.col("first_s").alias("deliver_s"))
-    mf = matches.select("filter", "pub_id").groupBy("pub_id").agg(F.collect_set("filter").alias("mf"))
-    known = pubs.select("pub_id", F.lit(True).alias("_known")).join(mf, on="pub_id", how="left")
-    s = subs.select("client", F.struct("sub_s", "filter").alias("s")).groupBy("client").agg(
+    d = pairs.select(*by, "client", "pub_id", F.col("first_s").alias("deliver_s"))
+    mf = matches.select(*by, "filter", "pub_id").groupBy(*by, "pub_id").agg(F.collect_set("filter").alias("mf"))
+    known = pubs.select(*by, "pub_id", F.lit(True).alias("_known")).join(mf, on=[*by, "pub_id"], how="left")
+    s = subs.select(*by, "client", F.struct("sub_s", "filter").alias("s")).groupBy(*by, "client").agg(
         F.collect_list("s").alias("subs"))
     issued = F.filter("subs", lambda x: x["sub_s"] <= F.col("deliver_s"))  # null when the client has none
     mf_c = F.coalesce(F.col("mf"), F.array().cast("array<string>"))
     ok = F.exists(issued, lambda x: F.array_contains(mf_c, x["filter"]))
     return (
-        d.join(known, on="pub_id", how="left")
-        .join(F.broadcast(s), on="client", how="left")
-        .select("client", "pub_id", "deliver_s",
+        d.join(known, on=[*by, "pub_id"], how="left")
+        .join(F.broadcast(s), on=[*by, "client"], how="left")
+        .select(*by, "client", "pub_id", "deliver_s",
                 F.coalesce(F.sort_array(F.array_distinct(F.array_compact(F.transform(issued, lambda x: x["filter"])))),
                            F.array().cast("array<string>")).alias("filters"),
                 F.coalesce(F.col("_known"), F.lit(False)).alias("_known"),
@@ -111,39 +115,42 @@ def _judged_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: D
     )
 
 
-def fifo_inversions(deliver: DataFrame) -> DataFrame:
+def fifo_inversions(deliver: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """-> [client, publisher, pub_id, seq, max_seq_before, deliver_s]: a delivery whose seq is lower than
     one already delivered from the same publisher to the same client (gaps are not inversions)."""
     w = (
-        Window.partitionBy("client", "publisher").orderBy("t", "m", "seq")
+        Window.partitionBy(*by, "client", "publisher").orderBy("t", "m", "seq")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     return (
-        deliver.select("client", "publisher", "pub_id", "seq", "t", "m", "t_rel_s")
+        deliver.select(*by, "client", "publisher", "pub_id", "seq", "t", "m", "t_rel_s")
         .withColumn("max_seq_before", F.max("seq").over(w))
         .where(F.col("seq") < F.col("max_seq_before"))
-        .select("client", "publisher", "pub_id", "seq", "max_seq_before", F.col("t_rel_s").alias("deliver_s"))
+        .select(*by, "client", "publisher", "pub_id", "seq", "max_seq_before", F.col("t_rel_s").alias("deliver_s"))
     )
 
 
-def expected_deliveries(subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s: float,
-                        margin_s: float, end_s: float) -> DataFrame:
+def expected_deliveries(subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s, margin_s: float,
+                        end_s, by: tuple[str, ...] = ()) -> DataFrame:
     """-> [client, pub_id, publisher, pub_s]: (subscriber, publication) pairs that must be delivered.
 
     The publication matches the subscription's filter, was published at least ``settle_s`` after the
     subscribe, the subscription was not withdrawn before ``pub_s + margin_s``, and
-    ``pub_s + margin_s <= end_s`` (it had time to arrive before the workload ended).
+    ``pub_s + margin_s <= end_s`` (it had time to arrive before the workload ended). ``settle_s`` and
+    ``end_s``: numbers, or column expressions (one value per run of a batch).
     """
-    p = pubs.select("pub_id", "publisher", "pub_s").where(F.col("pub_s") + F.lit(margin_s) <= F.lit(end_s))
+    settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
+    end = end_s if isinstance(end_s, Column) else F.lit(end_s)
+    p = pubs.select(*by, "pub_id", "publisher", "pub_s").where(F.col("pub_s") + F.lit(margin_s) <= end)
     return (
-        subs.select("client", "filter", "sub_s", "unsub_s")
-        .join(matches.select("filter", "pub_id"), on="filter", how="inner")
-        .join(p, on="pub_id", how="inner")
+        subs.select(*by, "client", "filter", "sub_s", "unsub_s")
+        .join(matches.select(*by, "filter", "pub_id"), on=[*by, "filter"], how="inner")
+        .join(p, on=[*by, "pub_id"], how="inner")
         .where(
-            (F.col("sub_s") + F.lit(settle_s) <= F.col("pub_s"))
+            (F.col("sub_s") + settle <= F.col("pub_s"))
             & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + F.lit(margin_s)))
         )
-        .select("client", "pub_id", "publisher", "pub_s")
+        .select(*by, "client", "pub_id", "publisher", "pub_s")
         .distinct()
     )
 
@@ -193,9 +200,22 @@ def _pairs(ctx: AnalysisContext) -> DataFrame:
     return ctx.results[key]
 
 
+# the checks' descriptions (also the batched checks', ``analysis.batch_checks``)
+DESCRIPTIONS = {
+    "no_duplicates": "no client receives the same publication twice",
+    "filter_match": "every delivery matches a filter the client subscribed with before it",
+    "fifo": "per-publisher FIFO order at every subscriber",
+    "completeness": "every matching publication sent while the subscription was settled and active is delivered "
+                    "(misses inside a fault window are attributed to it)",
+}
+# the order of each check's examples
+ORDERS = {"no_duplicates": ["first_s", "client", "pub_id"], "filter_match": ["deliver_s", "client", "pub_id"],
+          "fifo": ["deliver_s", "client", "publisher"], "completeness": ["pub_s", "client", "pub_id"]}
+
+
 def check_no_duplicates(ctx: AnalysisContext) -> CheckResult:
     v = duplicates_of(_pairs(ctx))
-    return summarize("no_duplicates", "no client receives the same publication twice", v,
+    return summarize("no_duplicates", DESCRIPTIONS["no_duplicates"], v,
                      order=["first_s", "client", "pub_id"])
 
 
@@ -220,7 +240,7 @@ def check_filter_match(ctx: AnalysisContext) -> CheckResult:
                   .alias("unknown")).collect()[0]
     v = j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
     details = {"unverifiable_deliveries": int(tally["unknown"]), "unparsable_filters": errors}
-    r = summarize("filter_match", "every delivery matches a filter the client subscribed with before it", v,
+    r = summarize("filter_match", DESCRIPTIONS["filter_match"], v,
                   order=["deliver_s", "client", "pub_id"], details=details, count=int(tally["v"]))
     if errors:  # an unreadable filter means the property could not be checked: fail loudly
         r.passed = False
@@ -229,7 +249,7 @@ def check_filter_match(ctx: AnalysisContext) -> CheckResult:
 
 def check_fifo(ctx: AnalysisContext) -> CheckResult:
     v = fifo_inversions(ctx.df("deliver"))
-    return summarize("fifo", "per-publisher FIFO order at every subscriber", v,
+    return summarize("fifo", DESCRIPTIONS["fifo"], v,
                      order=["deliver_s", "client", "publisher"])
 
 
@@ -263,10 +283,7 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
         "unparsable_filters": errors,
     }
     ctx.results["pubsub.completeness"] = details
-    r = summarize("completeness",
-                  "every matching publication sent while the subscription was settled and active is delivered "
-                  "(misses inside a fault window are attributed to it)",
-                  unattributed, order=["pub_s", "client", "pub_id"], attributed=attributed, details=details,
+    r = summarize("completeness", DESCRIPTIONS["completeness"], unattributed, order=["pub_s", "client", "pub_id"], attributed=attributed, details=details,
                   count=n_un)
     if errors:
         r.passed = False
