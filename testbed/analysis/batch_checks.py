@@ -118,17 +118,12 @@ class Batch:
 
     # -- pub/sub ------------------------------------------------------------------------------
     def _pubsub(self) -> None:
+        """no_duplicates, filter_match and completeness from one :func:`pubsub.checks.judged_pairs`
+        over every run (one tally job), fifo in one job; examples per run only where there are
+        violations."""
         runs = sorted(set().union(*self.pubsub_runs.values()))
         if not runs:
             return
-        pairs = P.delivery_pairs(self.df("deliver", runs), BY)
-        if self.pubsub_runs["no_duplicates"]:
-            rs = self.pubsub_runs["no_duplicates"]
-            got = per_run(P.duplicates_of(pairs.where(F.col("run_id").isin(rs)), BY), P.ORDERS["no_duplicates"])
-            for rid in rs:
-                n, ex = got.get(rid, (0, []))
-                self.results[rid]["no_duplicates"] = CheckResult(
-                    "no_duplicates", n == 0, n, examples=ex, description=P.DESCRIPTIONS["no_duplicates"])
         if self.pubsub_runs["fifo"]:
             rs = self.pubsub_runs["fifo"]
             got = per_run(P.fifo_inversions(self.df("deliver", rs), BY), P.ORDERS["fifo"])
@@ -136,8 +131,10 @@ class Batch:
                 n, ex = got.get(rid, (0, []))
                 self.results[rid]["fifo"] = CheckResult("fifo", n == 0, n, examples=ex,
                                                         description=P.DESCRIPTIONS["fifo"])
-        if not (self.pubsub_runs["filter_match"] or self.pubsub_runs["completeness"]):
+        shared = [n for n in ("no_duplicates", "filter_match", "completeness") if self.pubsub_runs[n]]
+        if not shared:
             return
+        runs = sorted(set().union(*(self.pubsub_runs[n] for n in shared)))
         subs = P.subscriptions(self.df("subscribe", runs), self.df("unsubscribe", runs), BY).cache()
         pubs = P.publications(self.df("publish", runs), BY).cache()
         self.cached += [subs, pubs]
@@ -152,62 +149,51 @@ class Batch:
                            .alias("pub_id")).cache()
         self.cached.append(matches)
         errs = {rid: {f: e for f, e in errors.items() if f in texts.get(rid, set())} for rid in runs}
-        if self.pubsub_runs["filter_match"]:
-            self._filter_match(pairs, subs, pubs, matches, errs)
-        if self.pubsub_runs["completeness"]:
-            self._completeness(pairs, subs, pubs, matches, errs)
-
-    def _filter_match(self, pairs, subs, pubs, matches, errs) -> None:
-        rs = self.pubsub_runs["filter_match"]
-        j = P._judged_pairs(pairs.where(F.col("run_id").isin(rs)), subs, pubs, matches, BY)
-        unknown = {r["run_id"]: int(r["unknown"]) for r in j.groupBy("run_id").agg(
-            F.countDistinct(F.when(~F.col("_known"), F.coalesce(F.col("pub_id"), F.lit("\u0000"))))
-            .alias("unknown")).collect()}
-        v = j.where(F.col("_known") & ~F.col("_ok")).select("run_id", "client", "pub_id", "deliver_s", "filters")
-        got = per_run(v, P.ORDERS["filter_match"])
-        for rid in rs:
-            n, ex = got.get(rid, (0, []))
-            self.results[rid]["filter_match"] = CheckResult(
-                "filter_match", n == 0 and not errs[rid], n, examples=ex, description=P.DESCRIPTIONS["filter_match"],
-                details={"unverifiable_deliveries": unknown.get(rid, 0), "unparsable_filters": errs[rid]})
-
-    def _completeness(self, pairs, subs, pubs, matches, errs) -> None:
-        rs = self.pubsub_runs["completeness"]
-        cs = {rid: self.ctxs[rid] for rid in rs}
-        margin = next(iter(cs.values())).options.travel_margin_s
-        expected = P.expected_deliveries(subs.where(F.col("run_id").isin(rs)), pubs, matches,
-                                         settle_s=_by_run({r: c.settle_s for r, c in cs.items()}), margin_s=margin,
-                                         end_s=_by_run({r: c.end_s for r, c in cs.items()}), by=BY)
-        got = pairs.select("run_id", "client", "pub_id", F.lit(True).alias("_got"))
+        cs = {rid: self.ctxs[rid] for rid in runs}
+        opts = next(iter(cs.values())).options
+        j = P.judged_pairs(self.df("deliver", runs), subs, pubs, matches,
+                           settle_s=_by_run({r: c.settle_s for r, c in cs.items()}), margin_s=opts.travel_margin_s,
+                           end_s=_by_run({r: c.end_s for r, c in cs.items()}), by=BY)
         fault, source = _fault_columns(cs)
-        judged = (expected.join(got, on=["run_id", "client", "pub_id"], how="left")
-                  .select("run_id", "client", "pub_id", "publisher", "pub_s", F.col("_got").isNotNull().alias("_got"),
-                          fault.alias("fault"), source.alias("fault_source")))
-        tally: dict[str, list] = {}
-        for r in (judged.groupBy("run_id", "_got", F.when(~F.col("_got"), F.col("fault")).alias("fault"),
-                                 F.when(~F.col("_got"), F.col("fault_source")).alias("fault_source"))
-                  .count().collect()):
-            tally.setdefault(r["run_id"], []).append(r)
-        un = per_run(judged.where(~F.col("_got") & F.col("fault").isNull())
-                     .select("run_id", "client", "pub_id", "publisher", "pub_s"), P.ORDERS["completeness"])
-        for rid, c in cs.items():
-            t = tally.get(rid, [])
-            n_expected = sum(r["count"] for r in t)
-            miss = [r for r in t if not r["_got"]]
-            by_fault = {int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
-                        for r in miss if r["fault"] is not None}
-            attributed = sum(v["count"] for v in by_fault.values())
-            n_un = sum(r["count"] for r in miss if r["fault"] is None)
-            details = {
-                "expected": n_expected, "delivered": n_expected - n_un - attributed,
-                "attributed_by_fault": {str(k): v for k, v in sorted(by_fault.items())},
-                "settle_s": c.settle_s, "travel_margin_s": c.options.travel_margin_s,
-                "fault_margin_s": c.options.fault_margin_s, "end_s": c.end_s, "unparsable_filters": errs[rid],
-            }
+        j = j.withColumn("fault", fault)
+        tally = {k[0]: v for k, v in P.pubsub_tally(j, pubs, F.col("fault"), source, BY).items()}
+        empty = {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}}
+
+        def examples(name: str, df: DataFrame, key: str) -> dict[str, list]:
+            if not any(tally.get(r, empty)[key] for r in self.pubsub_runs[name]):
+                return {}
+            return {r: ex for r, (_, ex) in per_run(df.where(F.col("run_id").isin(self.pubsub_runs[name])),
+                                                    P.ORDERS[name]).items()}
+
+        ex = examples("no_duplicates", P.duplicates_of(j, BY), "dup")
+        for rid in self.pubsub_runs["no_duplicates"]:
+            n = tally.get(rid, empty)["dup"]
+            self.results[rid]["no_duplicates"] = CheckResult(
+                "no_duplicates", n == 0, n, examples=ex.get(rid, []), description=P.DESCRIPTIONS["no_duplicates"])
+        ex = examples("filter_match", P._judged_pairs(P.delivery_pairs(self.df("deliver", runs), BY), subs, pubs,
+                                                      matches, BY)
+                      .where(F.col("_known") & ~F.col("_ok"))
+                      .select("run_id", "client", "pub_id", "deliver_s", "filters"), "fm")
+        for rid in self.pubsub_runs["filter_match"]:
+            t = tally.get(rid, empty)
+            self.results[rid]["filter_match"] = CheckResult(
+                "filter_match", t["fm"] == 0 and not errs[rid], t["fm"], examples=ex.get(rid, []),
+                description=P.DESCRIPTIONS["filter_match"],
+                details={"unverifiable_deliveries": t["unknown"], "unparsable_filters": errs[rid]})
+        unattributed = (j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
+                        .select("run_id", "client", "pub_id", "publisher", "pub_s"))
+        miss_un = {r: sum(n for (f, _), n in tally.get(r, empty)["miss"].items() if f is None) for r in runs}
+        ex = ({r: e for r, (_, e) in per_run(unattributed, P.ORDERS["completeness"]).items()}
+              if any(miss_un.values()) else {})
+        for rid in self.pubsub_runs["completeness"]:
+            c = cs[rid]
+            details, n_un, attributed = P.completeness_details(
+                tally.get(rid, empty), errs[rid], settle_s=c.settle_s, travel_margin_s=c.options.travel_margin_s,
+                fault_margin_s=c.options.fault_margin_s, end_s=c.end_s)
             self.completeness[rid] = details
             self.results[rid]["completeness"] = CheckResult(
                 "completeness", n_un == 0 and not errs[rid], n_un, attributed=attributed,
-                examples=un.get(rid, (0, []))[1], description=P.DESCRIPTIONS["completeness"], details=details)
+                examples=ex.get(rid, []), description=P.DESCRIPTIONS["completeness"], details=details)
 
     # -- runtime -------------------------------------------------------------------------------
     def _provenance(self) -> None:

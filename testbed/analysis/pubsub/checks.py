@@ -190,6 +190,107 @@ def fault_columns(pub_s, windows: list[tuple[int, float, float, str]]):
     return fault.cast("int"), source.cast("string")
 
 
+def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s,
+                 margin_s: float, end_s, by: tuple[str, ...] = ()) -> DataFrame:
+    """The delivered and the matched (client, publication) pairs in one aggregation, for
+    no_duplicates, filter_match and completeness at once:
+    [*by, client, pub_id, deliveries, first_s, last_s, ok_sub_s, expected, publisher, pub_s].
+
+    The deliveries and the candidate pairs (each subscription with each publication its filter
+    matches: :func:`match_pairs` evaluates every distinct filter once per publication) are one union
+    grouped by (client, publication): ``deliveries``, ``first_s``, ``last_s`` as
+    :func:`delivery_pairs`; ``ok_sub_s`` the earliest subscription of the client whose filter matches
+    (a delivery is filter-matched iff ``ok_sub_s <= first_s``); ``expected`` whether some matching
+    subscription makes the pair expected (:func:`expected_deliveries`' rule); ``publisher``,
+    ``pub_s`` of a matched publication. One shuffle instead of a delivery aggregation per check, a
+    distinct of the expected pairs and their join with the deliveries."""
+    settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
+    end = end_s if isinstance(end_s, Column) else F.lit(end_s)
+    margin = F.lit(margin_s)
+    cand = (
+        subs.select(*by, "client", "filter", "sub_s", "unsub_s")
+        .join(matches.select(*by, "filter", "pub_id"), on=[*by, "filter"], how="inner")
+        .join(pubs.select(*by, "pub_id", "publisher", "pub_s"), on=[*by, "pub_id"], how="inner")
+        .select(*by, "client", "pub_id", F.lit(None).cast("double").alias("_t"), F.lit(0).alias("_d"),
+                F.col("sub_s").alias("_sub_s"),
+                F.when((F.col("pub_s") + margin <= end) & (F.col("sub_s") + settle <= F.col("pub_s"))
+                       & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + margin)), 1)
+                .otherwise(0).alias("_e"),
+                "publisher", "pub_s")
+    )
+    d = deliver.select(*by, "client", "pub_id", F.col("t_rel_s").cast("double").alias("_t"), F.lit(1).alias("_d"),
+                       F.lit(None).cast("double").alias("_sub_s"), F.lit(0).alias("_e"),
+                       F.lit(None).cast("string").alias("publisher"), F.lit(None).cast("double").alias("pub_s"))
+    return (
+        d.unionByName(cand)
+        .groupBy(*by, "client", "pub_id")
+        .agg(F.sum("_d").alias("deliveries"), F.min("_t").alias("first_s"), F.max("_t").alias("last_s"),
+             F.min("_sub_s").alias("ok_sub_s"), (F.max("_e") == 1).alias("expected"),
+             F.max("publisher").alias("publisher"), F.max("pub_s").alias("pub_s"))
+    )
+
+
+def pubsub_tally(j: DataFrame, pubs: DataFrame, fault, source, by: tuple[str, ...] = ()) -> dict[tuple, dict]:
+    """{by values: {"dup": n, "fm": n, "unknown": n, "expected": n, "miss": {(fault, source): n}}}
+    over :func:`judged_pairs` (``fault`` None: unattributed), in one Spark job when every delivery
+    is explained by a matching subscription or has one that came too late. Deliveries with no
+    matching subscription at all are joined to the publications in a second job, only when there
+    are some, to tell violations (a known publication) from unverifiable deliveries (unknown)."""
+    delivered = F.col("deliveries") > 0
+    fm_bad = delivered & ~F.coalesce(F.col("ok_sub_s") <= F.col("first_s"), F.lit(False))
+    miss = F.col("expected") & ~delivered
+    empty = {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}}
+    rows = (j.where((F.col("deliveries") > 1) | F.col("expected") | fm_bad)
+            .select(*by, (F.col("deliveries") > 1).alias("_dup"), F.col("expected").alias("_exp"),
+                    F.when(miss, fault).alias("fault"), F.when(miss, source).alias("src"), miss.alias("_miss"),
+                    (fm_bad & F.col("ok_sub_s").isNotNull()).alias("_fm1"),
+                    (fm_bad & F.col("ok_sub_s").isNull()).alias("_fm0"))
+            .groupBy(*by, "_dup", "_exp", "_miss", "fault", "src", "_fm1", "_fm0").count().collect())
+    out: dict[tuple, dict] = {}
+    unmatched = False
+    for r in rows:
+        t = out.setdefault(tuple(r[k] for k in by), {**empty, "miss": {}})
+        n = int(r["count"])
+        t["dup"] += n if r["_dup"] else 0
+        t["expected"] += n if r["_exp"] else 0
+        t["fm"] += n if r["_fm1"] else 0  # a matching subscription exists: the publication is known
+        unmatched = unmatched or bool(r["_fm0"])
+        if r["_miss"]:
+            k = (r["fault"], r["src"])
+            t["miss"][k] = t["miss"].get(k, 0) + n
+    if unmatched:
+        known = pubs.select(*by, "pub_id", F.lit(True).alias("_known"))
+        for r in (j.where(fm_bad & F.col("ok_sub_s").isNull()).select(*by, "pub_id")
+                  .join(known, on=[*by, "pub_id"], how="left")
+                  .groupBy(*by)
+                  .agg(F.count("_known").alias("n"),
+                       # a null pub_id counts as one publication, as a distinct() would
+                       F.countDistinct(F.when(F.col("_known").isNull(), F.coalesce(F.col("pub_id"), F.lit("\u0000"))))
+                       .alias("u"))
+                  .collect()):
+            t = out.setdefault(tuple(r[k] for k in by), {**empty, "miss": {}})
+            t["fm"] += int(r["n"])
+            t["unknown"] += int(r["u"])
+    return out
+
+
+def completeness_details(t: dict, errors: dict[str, str], *, settle_s: float, travel_margin_s: float,
+                         fault_margin_s: float, end_s: float) -> tuple[dict, int, int]:
+    """(details, unattributed, attributed) of completeness from one run's :func:`pubsub_tally`."""
+    by_fault = {int(f): {"count": n, "source": s} for (f, s), n in t["miss"].items() if f is not None}
+    attributed = sum(v["count"] for v in by_fault.values())
+    n_un = sum(n for (f, _), n in t["miss"].items() if f is None)
+    details = {
+        "expected": t["expected"],
+        "delivered": t["expected"] - n_un - attributed,
+        "attributed_by_fault": {str(k): v for k, v in sorted(by_fault.items())},
+        "settle_s": settle_s, "travel_margin_s": travel_margin_s,
+        "fault_margin_s": fault_margin_s, "end_s": end_s,
+        "unparsable_filters": errors,
+    }
+    return details, n_un, attributed
+
+
 # -- checks ---------------------------------------------------------------------------
 def _pairs(ctx: AnalysisContext) -> DataFrame:
     """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
@@ -213,10 +314,24 @@ ORDERS = {"no_duplicates": ["first_s", "client", "pub_id"], "filter_match": ["de
           "fifo": ["deliver_s", "client", "publisher"], "completeness": ["pub_s", "client", "pub_id"]}
 
 
+def _shared(ctx: AnalysisContext) -> tuple[DataFrame, dict, dict[str, str]]:
+    """(:func:`judged_pairs`, its :func:`pubsub_tally`, unparsable filters): one pass for
+    no_duplicates, filter_match and completeness, computed once per analysis."""
+    key = "pubsub.judged"
+    if key not in ctx.results:
+        subs, pubs, matches, errors = _matching(ctx)
+        j = judged_pairs(ctx.df("deliver"), subs, pubs, matches, settle_s=ctx.settle_s,
+                         margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+        fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+        t = pubsub_tally(j, pubs, fault, source).get((), {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}})
+        ctx.results[key] = (j.withColumn("fault", fault), t, errors)
+    return ctx.results[key]
+
+
 def check_no_duplicates(ctx: AnalysisContext) -> CheckResult:
-    v = duplicates_of(_pairs(ctx))
-    return summarize("no_duplicates", DESCRIPTIONS["no_duplicates"], v,
-                     order=["first_s", "client", "pub_id"])
+    j, t, _ = _shared(ctx)
+    v = duplicates_of(j)
+    return summarize("no_duplicates", DESCRIPTIONS["no_duplicates"], v, order=ORDERS["no_duplicates"], count=t["dup"])
 
 
 def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, dict[str, str]]:
@@ -232,16 +347,13 @@ def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, di
 
 def check_filter_match(ctx: AnalysisContext) -> CheckResult:
     subs, pubs, matches, errors = _matching(ctx)
-    j = _judged_pairs(_pairs(ctx), subs, pubs, matches)
-    # one job: the violations and the deliveries of publications nobody logged (unverifiable)
-    tally = j.agg(F.count(F.when(F.col("_known") & ~F.col("_ok"), 1)).alias("v"),
-                  # a null pub_id counts as one publication, as a distinct() would
-                  F.countDistinct(F.when(~F.col("_known"), F.coalesce(F.col("pub_id"), F.lit("\u0000"))))
-                  .alias("unknown")).collect()[0]
-    v = j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
-    details = {"unverifiable_deliveries": int(tally["unknown"]), "unparsable_filters": errors}
+    _, t, _ = _shared(ctx)
+    # the examples (only when there are violations) by the per-delivery evaluation, which also lists
+    # the client's filters; the counts come from the shared pass
+    v = non_matching_pairs(_pairs(ctx), subs, pubs, matches)
+    details = {"unverifiable_deliveries": t["unknown"], "unparsable_filters": errors}
     r = summarize("filter_match", DESCRIPTIONS["filter_match"], v,
-                  order=["deliver_s", "client", "pub_id"], details=details, count=int(tally["v"]))
+                  order=ORDERS["filter_match"], details=details, count=t["fm"])
     if errors:  # an unreadable filter means the property could not be checked: fail loudly
         r.passed = False
     return r
@@ -249,42 +361,19 @@ def check_filter_match(ctx: AnalysisContext) -> CheckResult:
 
 def check_fifo(ctx: AnalysisContext) -> CheckResult:
     v = fifo_inversions(ctx.df("deliver"))
-    return summarize("fifo", DESCRIPTIONS["fifo"], v,
-                     order=["deliver_s", "client", "publisher"])
+    return summarize("fifo", DESCRIPTIONS["fifo"], v, order=ORDERS["fifo"])
 
 
 def check_completeness(ctx: AnalysisContext) -> CheckResult:
-    subs, pubs, matches, errors = _matching(ctx)
-    expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
-                                   margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
-    got = _pairs(ctx).select("client", "pub_id", F.lit(True).alias("_got"))
-    fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
-    judged = (expected.join(got, on=["client", "pub_id"], how="left")
-              .select("client", "pub_id", "publisher", "pub_s", F.col("_got").isNotNull().alias("_got"),
-                      fault.alias("fault"), source.alias("fault_source")))
-    # one job: the expected pairs, and the missing ones by fault (null: unattributed)
-    tally = (judged.groupBy("_got", F.when(~F.col("_got"), F.col("fault")).alias("fault"),
-                            F.when(~F.col("_got"), F.col("fault_source")).alias("fault_source"))
-             .count().collect())
-    n_expected = sum(r["count"] for r in tally)
-    miss = [r for r in tally if not r["_got"]]
-    by_fault = {int(r["fault"]): {"count": r["count"], "source": r["fault_source"]}
-                for r in miss if r["fault"] is not None}
-    attributed = sum(v["count"] for v in by_fault.values())
-    unattributed = judged.where(~F.col("_got") & F.col("fault").isNull()).select("client", "pub_id", "publisher",
-                                                                                "pub_s")
-    n_un = sum(r["count"] for r in miss if r["fault"] is None)
-    details = {
-        "expected": n_expected,
-        "delivered": n_expected - n_un - attributed,
-        "attributed_by_fault": {str(k): v for k, v in sorted(by_fault.items())},
-        "settle_s": ctx.settle_s, "travel_margin_s": ctx.options.travel_margin_s,
-        "fault_margin_s": ctx.options.fault_margin_s, "end_s": ctx.end_s,
-        "unparsable_filters": errors,
-    }
+    j, t, errors = _shared(ctx)
+    details, n_un, attributed = completeness_details(
+        t, errors, settle_s=ctx.settle_s, travel_margin_s=ctx.options.travel_margin_s,
+        fault_margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s)
     ctx.results["pubsub.completeness"] = details
-    r = summarize("completeness", DESCRIPTIONS["completeness"], unattributed, order=["pub_s", "client", "pub_id"], attributed=attributed, details=details,
-                  count=n_un)
+    unattributed = (j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
+                    .select("client", "pub_id", "publisher", "pub_s"))
+    r = summarize("completeness", DESCRIPTIONS["completeness"], unattributed, order=ORDERS["completeness"],
+                  attributed=attributed, details=details, count=n_un)
     if errors:
         r.passed = False
     return r
