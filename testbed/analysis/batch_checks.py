@@ -142,11 +142,12 @@ class Batch:
         for r in subs.select("run_id", "filter").distinct().collect():
             texts.setdefault(r["run_id"], set()).add(r["filter"] or "")
         # each distinct filter text evaluated once over every run's publications (ids carry their run)
-        keyed = pubs.select(F.concat("run_id", F.lit(SEP), "pub_id").alias("pub_id"), "attrs")
-        m, errors = match_pairs(self.spark, sorted(set().union(*texts.values())) if texts else [], keyed)
+        keyed = pubs.select(F.concat("run_id", F.lit(SEP), "pub_id").alias("pub_id"), "attrs", "publisher", "pub_s")
+        m, errors = match_pairs(self.spark, sorted(set().union(*texts.values())) if texts else [], keyed,
+                                keep=("publisher", "pub_s"))
         matches = m.select(F.substring_index("pub_id", SEP, 1).alias("run_id"), "filter",
                            F.expr(f"substring(pub_id, length(substring_index(pub_id, '{SEP}', 1)) + 2)")
-                           .alias("pub_id")).cache()
+                           .alias("pub_id"), "publisher", "pub_s").cache()
         self.cached.append(matches)
         errs = {rid: {f: e for f, e in errors.items() if f in texts.get(rid, set())} for rid in runs}
         cs = {rid: self.ctxs[rid] for rid in runs}

@@ -207,10 +207,14 @@ def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: 
     settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
     end = end_s if isinstance(end_s, Column) else F.lit(end_s)
     margin = F.lit(margin_s)
+    if {"publisher", "pub_s"} <= set(matches.columns):  # carried by match_pairs(keep=...): no join back
+        m = matches.select(*by, "filter", "pub_id", "publisher", "pub_s")
+    else:
+        m = (matches.select(*by, "filter", "pub_id")
+             .join(pubs.select(*by, "pub_id", "publisher", "pub_s"), on=[*by, "pub_id"], how="inner"))
     cand = (
-        subs.select(*by, "client", "filter", "sub_s", "unsub_s")
-        .join(matches.select(*by, "filter", "pub_id"), on=[*by, "filter"], how="inner")
-        .join(pubs.select(*by, "pub_id", "publisher", "pub_s"), on=[*by, "pub_id"], how="inner")
+        F.broadcast(subs.select(*by, "client", "filter", "sub_s", "unsub_s"))
+        .join(m, on=[*by, "filter"], how="inner")
         .select(*by, "client", "pub_id", F.lit(None).cast("double").alias("_t"), F.lit(0).alias("_d"),
                 F.col("sub_s").alias("_sub_s"),
                 F.when((F.col("pub_s") + margin <= end) & (F.col("sub_s") + settle <= F.col("pub_s"))
@@ -340,7 +344,7 @@ def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, di
     if key not in ctx.results:
         subs = subscriptions(ctx.df("subscribe"), ctx.df("unsubscribe")).cache()
         pubs = publications(ctx.df("publish")).cache()
-        matches, errors = match_pairs(ctx.spark, subs, pubs)
+        matches, errors = match_pairs(ctx.spark, subs, pubs, keep=("publisher", "pub_s"))
         ctx.results[key] = (subs, pubs, matches.cache(), errors)
     return ctx.results[key]
 
