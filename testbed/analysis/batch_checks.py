@@ -113,8 +113,9 @@ class Batch:
                          ("metrics", self._metrics)):
             t = time.monotonic()
             fn()
-            self.progress(f"batch {name.replace('/', '').replace(' ', '_')}: {len(self.ctxs)} run(s) "
-                          f"({time.monotonic() - t:.1f} s)")
+            # "metrics: ..." as a run alone says it (``testbed analyze``'s live display follows it)
+            label = "metrics:" if name == "metrics" else f"batch {name.replace('/', '').replace(' ', '_')}:"
+            self.progress(f"{label} {len(self.ctxs)} run(s) at once ({time.monotonic() - t:.1f} s)")
 
     # -- pub/sub ------------------------------------------------------------------------------
     def _pubsub(self) -> None:

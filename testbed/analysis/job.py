@@ -242,6 +242,7 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
     ctxs: dict[str, AnalysisContext] = {}
     reps: dict[str, Any] = {}
     batch = None
+    t_ingest = time.monotonic()
     try:
         for path, plan, manifest in valid:
             (path / "analysis").mkdir(exist_ok=True)
@@ -253,6 +254,9 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
             progress(f"ingest {path.name}: {rep.files} logs, {sum(rep.events.values())} events; {how} "
                      f"({time.monotonic() - t:.1f} s)")
             ctxs[path.name] = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
+        progress(f"ingest: {len(reps)} runs, {sum(sum(r.events.values()) for r in reps.values())} events, "
+                 f"{sum(1 for r in reps.values() if r.reused)} reused the stored Parquet "
+                 f"({time.monotonic() - t_ingest:.1f} s)")
         batch = Batch(spark, ctxs, progress)
         batch.run()
         out = []

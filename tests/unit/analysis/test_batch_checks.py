@@ -58,5 +58,7 @@ def test_batch_equals_each_run_alone(spark, tmp_path):
     assert verdicts["unexplained"]["control_provenance"][0] is False
     assert verdicts["unexplained"]["control_provenance"][1] == 1
     assert verdicts["nofault"]["completeness"] == (True, 0, 0)
-    assert any(ln.startswith("batch pubsub_checks: 4 run(s)") for ln in lines), lines
+    assert any(ln.startswith("batch pubsub_checks: 4 run(s) at once") for ln in lines), lines
+    assert any(ln.startswith("ingest: 4 runs") for ln in lines) and any(ln.startswith("metrics: 4 run(s)")
+                                                                         for ln in lines)
     assert any("batched" in ln for ln in lines)
