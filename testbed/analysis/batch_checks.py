@@ -112,7 +112,19 @@ class Batch:
         for name, fn in (("pub/sub checks", self._pubsub), ("control_provenance", self._provenance),
                          ("metrics", self._metrics)):
             t = time.monotonic()
-            fn()
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - each run then computes this part alone (job.analyze_batch)
+                self.progress(f"batch {name}: failed ({type(e).__name__}: {e}); computed run by run instead")
+                for r in self.results.values():
+                    for k in ((PUBSUB if name == "pub/sub checks" else RUNTIME).values()
+                              if name != "metrics" else ()):
+                        r.pop(k, None)
+                if name == "metrics":
+                    self.metrics.clear()
+                if name == "pub/sub checks":  # the metrics need completeness' attributions: after the checks
+                    break
+                continue
             # "metrics: ..." as a run alone says it (``testbed analyze``'s live display follows it)
             label = "metrics:" if name == "metrics" else f"batch {name.replace('/', '').replace(' ', '_')}:"
             self.progress(f"{label} {len(self.ctxs)} run(s) at once ({time.monotonic() - t:.1f} s)")

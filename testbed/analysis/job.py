@@ -264,6 +264,8 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
             t_run = time.monotonic()
             progress(f"analysis [{i + 1}/{len(ctxs)}]: {ctx.run_dir}")
             results: list[CheckResult] = []
+            if rid in batch.completeness:  # what the metrics' per-fault counts read, as a run alone
+                ctx.results["pubsub.completeness"] = batch.completeness[rid]
             for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
                 name = BATCHED.get(chk)
                 if name is not None and name in batch.results[rid]:
@@ -272,7 +274,12 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
                     r, dt = next(run_checks_of(ctx, [chk]))
                 results.append(r)
                 progress(_check_line(r, dt))
-            metrics = batch.metrics[rid]
+            metrics = batch.metrics.get(rid)
+            if metrics is None:  # the batched metrics failed: this run's alone
+                from testbed.analysis.metrics import compute_metrics
+
+                metrics = compute_metrics(ctx)
+                metrics["rejected"] = runtime_checks.rejected_summary(ctx)
             metrics["events"] = dict(reps[rid].events)
             ctx.results["metrics"] = metrics
             out.append(_outputs(ctx, reps[rid], results, metrics, progress, t_run))

@@ -62,3 +62,26 @@ def test_batch_equals_each_run_alone(spark, tmp_path):
     assert any(ln.startswith("ingest: 4 runs") for ln in lines) and any(ln.startswith("metrics: 4 run(s)")
                                                                          for ln in lines)
     assert any("batched" in ln for ln in lines)
+
+
+def test_a_failing_batched_part_is_computed_run_by_run(spark, tmp_path, monkeypatch):
+    """A batched part that raises does not fail the batch: each run computes it alone, same outputs."""
+    from testbed.analysis import batch_checks
+
+    runs = _runs(tmp_path)[1:3]
+    alone = {}
+    for r in runs:
+        analyze(r, spark=spark, progress=lambda _: None)
+        alone[r.name] = _outputs(r)
+
+    def boom(self):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(batch_checks.Batch, "_provenance", boom)
+    monkeypatch.setattr(batch_checks.Batch, "_metrics", boom)
+    lines = []
+    analyze_batch(runs, spark=spark, progress=lines.append)
+    for r in runs:
+        assert _outputs(r) == alone[r.name], r.name
+    assert any("batch control_provenance: failed (RuntimeError: injected)" in ln for ln in lines), lines
+    assert sum("check control_provenance" in ln and "batched" not in ln for ln in lines) == 2
