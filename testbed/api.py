@@ -527,11 +527,15 @@ def analyze_runs(run_dirs: list[str], *, spark_master: str | None = None, progre
     progress(f"analysis: starting Spark ({resolve_master(spark_master)})" if not had else "analysis: reusing Spark")
     spark = spark_session(spark_master)
     try:
-        out = []
-        for i, d in enumerate(run_dirs):
-            if len(run_dirs) > 1:
-                progress(f"analysis [{i + 1}/{len(run_dirs)}]: {d}")
-            out.append(analyze_run(str(d), spark_master=spark_master, progress=progress, spark=spark, reuse=reuse))
+        if len(run_dirs) == 1:
+            return [analyze_run(str(run_dirs[0]), spark_master=spark_master, progress=progress, spark=spark,
+                                reuse=reuse)]
+        from testbed.analysis.job import analyze_batch
+
+        # the checks every run shares and the metrics: one set of Spark jobs for the whole batch
+        out = analyze_batch([RunDir(d).path for d in run_dirs], spark=spark, progress=progress, reuse=reuse)
+        for d in run_dirs:
+            RunDir(d).update_manifest(status="analyzed")
         return out
     finally:
         if not had:

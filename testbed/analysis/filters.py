@@ -274,18 +274,22 @@ def filter_column(flt: str | Iterable[Predicate] | None, m):
     return col
 
 
-def match_pairs(spark, filters, pubs, *, compiled: bool | None = None):
+def match_pairs(spark, filters, pubs, *, compiled: bool | None = None, keep: tuple[str, ...] = ()):
     """Which publications match which filters.
 
-    ``filters``: [filter] (texts, any number of rows); ``pubs``: [pub_id, attrs].
+    ``filters``: [filter] (texts, any number of rows), or a list of texts; ``pubs``: [pub_id, attrs].
     Returns ``(pairs, errors)``: pairs is a DataFrame [filter, pub_id] of every match;
     errors maps unparsable filter texts to their one-line message (those match nothing).
+    ``keep``: columns of ``pubs`` carried into each pair (e.g. the publication's time: no join back).
     ``compiled`` None: compiled column expressions up to ``MAX_COMPILED_FILTERS`` distinct
     filters, else the join-based evaluator.
     """
     from pyspark.sql import functions as F
 
-    texts = sorted({r[0] or "" for r in filters.select("filter").distinct().collect()})
+    if isinstance(filters, (list, tuple, set)):  # the texts, already collected
+        texts = sorted({f or "" for f in filters})
+    else:
+        texts = sorted({r[0] or "" for r in filters.select("filter").distinct().collect()})
     good, errors = {}, {}
     for f in texts:
         try:
@@ -295,15 +299,20 @@ def match_pairs(spark, filters, pubs, *, compiled: bool | None = None):
     if compiled is None:
         compiled = len(good) <= MAX_COMPILED_FILTERS
     if not compiled:
-        return match_pairs_join(spark, texts, pubs)
+        pairs, errors = match_pairs_join(spark, texts, pubs)
+        if keep:
+            pairs = pairs.join(pubs.select("pub_id", *keep), on="pub_id", how="inner").select("filter", "pub_id", *keep)
+        return pairs, errors
     if not good:
-        return spark.createDataFrame([], "filter string, pub_id string"), errors
+        empty = spark.createDataFrame([], "filter string, pub_id string")
+        return (empty.join(pubs.select("pub_id", *keep), on="pub_id").select("filter", "pub_id", *keep) if keep
+                else empty), errors
     m = F.col("_m")
     hits = F.array(*[F.when(filter_column(ps, m), F.lit(f)) for f, ps in good.items()])
     pairs = (
-        pubs.select("pub_id", attrs_map(F.col("attrs")).alias("_m"))
-        .select("pub_id", F.explode(F.array_compact(hits)).alias("filter"))
-        .select("filter", "pub_id")
+        pubs.select("pub_id", *keep, attrs_map(F.col("attrs")).alias("_m"))
+        .select("pub_id", *keep, F.explode(F.array_compact(hits)).alias("filter"))
+        .select("filter", "pub_id", *keep)
     )
     return pairs, errors
 

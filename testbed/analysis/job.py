@@ -78,10 +78,16 @@ def run_checks(ctx) -> Iterator[tuple[CheckResult, float]]:
     with its seconds. A checker that raises fails its own check ("the checker itself failed"), not
     the analysis."""
     from testbed.analysis import runtime_checks
-    from testbed.analysis.checks import CheckResult
     from testbed.protocols import checks_for
 
-    for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
+    yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.CHECKS)
+
+
+def run_checks_of(ctx, checks: list) -> Iterator[tuple[CheckResult, float]]:
+    """``checks`` on ``ctx``, each with its seconds (a checker that raises fails its own check)."""
+    from testbed.analysis.checks import CheckResult
+
+    for chk in checks:
         t = time.monotonic()
         try:
             r = chk(ctx)
@@ -101,10 +107,9 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
     """
     from testbed.analysis.checks import CheckResult
     from testbed.analysis.context import AnalysisContext, AnalysisOptions
-    from testbed.analysis.figures import draw_all
     from testbed.analysis.ingest import ingest
     from testbed.analysis.metrics import compute_metrics
-    from testbed.analysis.report import render_report, write_json
+    from testbed.analysis.report import write_json
     from testbed.analysis.session import spark_session
 
     t_start = time.monotonic()
@@ -146,10 +151,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         results: list[CheckResult] = []
         for r, dt in run_checks(ctx):
             results.append(r)
-            extra = f", {r.attributed} attributed to faults" if r.attributed else ""
-            err = f" (checker error: {r.details['error']})" if "error" in r.details else ""
-            progress(f"check {r.name}: {'PASS' if r.passed else 'FAIL'} ({r.violations} violation(s){extra}, "
-                     f"{dt:.1f} s){err}")
+            progress(_check_line(r, dt))
 
         t = time.monotonic()
         metrics = compute_metrics(ctx)
@@ -158,34 +160,132 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
         progress(f"metrics: {len(metrics['latency'])} site pair(s), {len(metrics['faults'])} fault(s) "
                  f"({time.monotonic() - t:.1f} s)")
 
-        t = time.monotonic()
-        figs = draw_all(ctx, metrics, out / "figures")
-        from testbed.analysis.gantt import fault_timeline
-
-        tl = fault_timeline(metrics, out / "figures" / "fault_timeline.png", plan.get("duration_s"))
-        if tl is not None:
-            figs.append(tl)
-        progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
-
-        checks_d = [r.to_dict() for r in results]
-        write_json(out / "checks.json", {"run_id": path.name, "ok": all(r.passed for r in results),
-                                         "checks": checks_d})
-        write_json(out / "metrics.json", metrics)
-        md = render_report(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
-                           checks=checks_d, metrics=metrics, figures=figs, out_dir=out)
-        report = out / "report.md"
-        report.write_text(md)
-        from testbed.analysis.report_html import render_report_html
-
-        html = out / "report.html"
-        html.write_text(render_report_html(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
-                                           checks=checks_d, metrics=metrics, figures=figs))
-        res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start, html)
-        progress(f"report: {report} and {html.name} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
-                 f"{res.seconds:.1f} s total)")
-        return res
+        return _outputs(ctx, rep, results, metrics, progress, t_start)
     finally:
         if ctx is not None:
             ctx.release()  # what the checks and metrics persisted (a batch session goes on)
         if own:
             spark.stop()
+
+
+def _outputs(ctx, rep, results: list, metrics: dict[str, Any], progress: Progress, t_start: float) -> AnalysisResult:
+    """Figures, checks.json, metrics.json and the reports of one analysed run."""
+    from testbed.analysis.figures import draw_all
+    from testbed.analysis.gantt import fault_timeline
+    from testbed.analysis.report import render_report, write_json
+    from testbed.analysis.report_html import render_report_html
+
+    path, plan, manifest = ctx.run_dir, ctx.plan, ctx.manifest
+    out = path / "analysis"
+    t = time.monotonic()
+    figs = draw_all(ctx, metrics, out / "figures")
+    tl = fault_timeline(metrics, out / "figures" / "fault_timeline.png", plan.get("duration_s"))
+    if tl is not None:
+        figs.append(tl)
+    progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
+
+    checks_d = [r.to_dict() for r in results]
+    write_json(out / "checks.json", {"run_id": path.name, "ok": all(r.passed for r in results),
+                                     "checks": checks_d})
+    write_json(out / "metrics.json", metrics)
+    md = render_report(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
+                       checks=checks_d, metrics=metrics, figures=figs, out_dir=out)
+    report = out / "report.md"
+    report.write_text(md)
+    html = out / "report.html"
+    html.write_text(render_report_html(run_id=path.name, plan=plan, manifest=manifest, ingest=rep.to_dict(),
+                                       checks=checks_d, metrics=metrics, figures=figs))
+    res = AnalysisResult(path, report, figs, results, metrics, rep.to_dict(), time.monotonic() - t_start, html)
+    progress(f"report: {report} and {html.name} ({'all checks passed' if res.ok else 'CHECKS FAILED'}, "
+             f"{res.seconds:.1f} s total)")
+    return res
+
+
+def _check_line(r, dt: float | None) -> str:
+    extra = f", {r.attributed} attributed to faults" if r.attributed else ""
+    err = f" (checker error: {r.details['error']})" if "error" in r.details else ""
+    when = "batched" if dt is None else f"{dt:.1f} s"
+    return f"check {r.name}: {'PASS' if r.passed else 'FAIL'} ({r.violations} violation(s){extra}, {when}){err}"
+
+
+def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = print, reuse: bool = True,
+                  settle_s: float | None = None, travel_margin_s: float | None = None,
+                  fault_margin_s: float | None = None) -> list[AnalysisResult]:
+    """Analyse many runs in one session, the checks every run shares and the metrics computed once
+    over all of them (``batch_checks``): each run's outputs equal its analysis alone (``analyze``).
+
+    The pub/sub core's checks (for the runs whose protocol lists them), ``control_provenance`` and
+    the metrics are a fixed number of Spark jobs for the whole batch; a protocol's own checks and
+    figures still run per run, on that run's own context.
+    """
+    from testbed.analysis import runtime_checks
+    from testbed.analysis.batch_checks import BATCHED, Batch
+    from testbed.analysis.checks import CheckResult
+    from testbed.analysis.context import AnalysisContext, AnalysisOptions
+    from testbed.analysis.ingest import ingest
+    from testbed.analysis.report import write_json
+    from testbed.analysis.session import tune_for_input
+    from testbed.protocols import checks_for
+
+    valid = [validate_run_dir(d) for d in run_dirs]
+    names = [p.name for p, _, _ in valid]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise AnalysisError(f"two runs named {dup[0]!r} in one batch (run directory names must be unique)")
+    opts = AnalysisOptions(settle_s=settle_s)
+    if travel_margin_s is not None:
+        opts.travel_margin_s = travel_margin_s
+    if fault_margin_s is not None:
+        opts.fault_margin_s = fault_margin_s
+    tune_for_input(spark, sum(f.stat().st_size for p, _, _ in valid for f in (p / "logs").glob("*.jsonl")))
+
+    ctxs: dict[str, AnalysisContext] = {}
+    reps: dict[str, Any] = {}
+    batch = None
+    t_ingest = time.monotonic()
+    try:
+        for path, plan, manifest in valid:
+            (path / "analysis").mkdir(exist_ok=True)
+            t = time.monotonic()
+            events = ingest(spark, path, reuse=reuse)
+            rep = reps[path.name] = events.report
+            write_json(path / "analysis" / "ingest.json", rep.to_dict())
+            how = "reused the stored Parquet" if rep.reused else "converted to Parquet"
+            progress(f"ingest {path.name}: {rep.files} logs, {sum(rep.events.values())} events; {how} "
+                     f"({time.monotonic() - t:.1f} s)")
+            ctxs[path.name] = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
+        progress(f"ingest: {len(reps)} runs, {sum(sum(r.events.values()) for r in reps.values())} events, "
+                 f"{sum(1 for r in reps.values() if r.reused)} reused the stored Parquet "
+                 f"({time.monotonic() - t_ingest:.1f} s)")
+        batch = Batch(spark, ctxs, progress)
+        batch.run()
+        out = []
+        for i, (rid, ctx) in enumerate(ctxs.items()):
+            t_run = time.monotonic()
+            progress(f"analysis [{i + 1}/{len(ctxs)}]: {ctx.run_dir}")
+            results: list[CheckResult] = []
+            if rid in batch.completeness:  # what the metrics' per-fault counts read, as a run alone
+                ctx.results["pubsub.completeness"] = batch.completeness[rid]
+            for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
+                name = BATCHED.get(chk)
+                if name is not None and name in batch.results[rid]:
+                    r, dt = batch.results[rid][name], None
+                else:
+                    r, dt = next(run_checks_of(ctx, [chk]))
+                results.append(r)
+                progress(_check_line(r, dt))
+            metrics = batch.metrics.get(rid)
+            if metrics is None:  # the batched metrics failed: this run's alone
+                from testbed.analysis.metrics import compute_metrics
+
+                metrics = compute_metrics(ctx)
+                metrics["rejected"] = runtime_checks.rejected_summary(ctx)
+            metrics["events"] = dict(reps[rid].events)
+            ctx.results["metrics"] = metrics
+            out.append(_outputs(ctx, reps[rid], results, metrics, progress, t_run))
+        return out
+    finally:
+        if batch is not None:
+            batch.release()
+        for c in ctxs.values():
+            c.release()

@@ -20,22 +20,24 @@ CDF_POINTS = 201  # quantiles per site pair for the CDF figure
 
 
 # -- transforms ---------------------------------------------------------------------
-def publisher_clocks(publish: DataFrame) -> DataFrame:
-    """publish -> [publisher, pub_site, pub_offset_ns]: where each publisher client runs and its clock offset."""
+def publisher_clocks(publish: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """publish -> [publisher, pub_site, pub_offset_ns]: where each publisher client runs and its clock offset
+    (``by``: extra key columns kept first, e.g. ``run_id`` over many runs)."""
     return (
-        publish.select(F.col("client").alias("publisher"), "site", (F.col("t") - F.col("t_corr")).alias("off"))
-        .groupBy("publisher")
+        publish.select(*by, F.col("client").alias("publisher"), "site", (F.col("t") - F.col("t_corr")).alias("off"))
+        .groupBy(*by, "publisher")
         .agg(F.first("site", ignorenulls=True).alias("pub_site"), F.max("off").alias("pub_offset_ns"))
-        .select("publisher", "pub_site", "pub_offset_ns")
+        .select(*by, "publisher", "pub_site", "pub_offset_ns")
     )
 
 
-def latencies(deliver: DataFrame, publish: DataFrame) -> DataFrame:
+def latencies(deliver: DataFrame, publish: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """-> [pub_site, sub_site, latency_ms, deliver_s] for every delivery (unknown site: '?')."""
     return (
-        deliver.select("publisher", "pub_t", "t_corr", "site", "t_rel_s")
-        .join(publisher_clocks(publish), on="publisher", how="left")
+        deliver.select(*by, "publisher", "pub_t", "t_corr", "site", "t_rel_s")
+        .join(publisher_clocks(publish, by), on=[*by, "publisher"], how="left")
         .select(
+            *by,
             F.coalesce("pub_site", F.lit("?")).alias("pub_site"),
             F.coalesce("site", F.lit("?")).alias("sub_site"),
             ((F.col("t_corr") - (F.col("pub_t") - F.coalesce("pub_offset_ns", F.lit(0)))) / F.lit(1e6))
@@ -70,33 +72,33 @@ def latency_quantiles(lat: DataFrame, points: int = CDF_POINTS) -> DataFrame:
     )
 
 
-def latency_stats(lat: DataFrame, points: int = CDF_POINTS) -> DataFrame:
+def latency_stats(lat: DataFrame, points: int = CDF_POINTS, by: tuple[str, ...] = ()) -> DataFrame:
     """:func:`latency_summary` and :func:`latency_quantiles` in one aggregation (one scan of the
     deliveries): [pub_site, sub_site, count, mean_ms, p50_ms, p90_ms, p99_ms, max_ms, quantiles]."""
     q = F.percentile(F.col("latency_ms"), F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99)))
     probs = F.array(*[F.lit(i / (points - 1)) for i in range(points)])
     return (
-        lat.select("pub_site", "sub_site", "latency_ms")
-        .groupBy("pub_site", "sub_site")
+        lat.select(*by, "pub_site", "sub_site", "latency_ms")
+        .groupBy(*by, "pub_site", "sub_site")
         .agg(F.count("*").alias("count"), F.mean("latency_ms").alias("mean_ms"), q.alias("q"),
              F.max("latency_ms").alias("max_ms"),
              F.percentile_approx("latency_ms", probs, 10000).alias("quantiles"))
-        .select("pub_site", "sub_site", "count", "mean_ms", F.col("q")[0].alias("p50_ms"),
+        .select(*by, "pub_site", "sub_site", "count", "mean_ms", F.col("q")[0].alias("p50_ms"),
                 F.col("q")[1].alias("p90_ms"), F.col("q")[2].alias("p99_ms"), "max_ms", "quantiles")
-        .orderBy("pub_site", "sub_site")
+        .orderBy(*by, "pub_site", "sub_site")
     )
 
 
-def per_second(events: DataFrame, value: str | None = None) -> DataFrame:
+def per_second(events: DataFrame, value: str | None = None, by: tuple[str, ...] = ()) -> DataFrame:
     """-> [second, n]: events (or the sum of column ``value``) per 1 s bin of t_rel_s."""
     v = F.sum(value) if value else F.count("*")
     return (
-        events.select("t_rel_s", *([value] if value else []))
+        events.select(*by, "t_rel_s", *([value] if value else []))
         .where(F.col("t_rel_s").isNotNull())
-        .groupBy(F.floor("t_rel_s").cast("long").alias("second"))
+        .groupBy(*by, F.floor("t_rel_s").cast("long").alias("second"))
         .agg(v.alias("n"))
-        .select("second", "n")
-        .orderBy("second")
+        .select(*by, "second", "n")
+        .orderBy(*by, "second")
     )
 
 
@@ -117,18 +119,26 @@ def _in(series: dict[int, int], lo: float, hi: float) -> int:
 
 def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
     """Every metric as plain JSON-friendly values (also kept in ``ctx.results['metrics']``)."""
-    m: dict[str, Any] = {"events": {}, "latency": [], "cdf": [], "rate": {}, "faults": []}
+    rows: list = []
     deliver_s: dict[int, int] = {}
     if ctx.has("deliver"):
         rows = latency_stats(latencies(ctx.df("deliver"), ctx.df("publish"))).collect()  # one job, no cache
-        m["latency"] = [{k: _num(v) for k, v in r.asDict().items() if k != "quantiles"} for r in rows]
-        m["cdf"] = [
-            {"pub_site": r["pub_site"], "sub_site": r["sub_site"], "quantiles": [_num(x) for x in r["quantiles"]]}
-            for r in rows
-        ]
         deliver_s = _series(per_second(ctx.df("deliver")))
     publish_s = _series(per_second(ctx.df("publish"))) if ctx.has("publish") else {}
     drop_s = _series(per_second(ctx.df("drop"), "count")) if ctx.has("drop") else {}
+    return metrics_of(ctx, rows, deliver_s, publish_s, drop_s)
+
+
+def metrics_of(ctx: AnalysisContext, rows: list, deliver_s: dict[int, int], publish_s: dict[int, int],
+               drop_s: dict[int, int]) -> dict[str, Any]:
+    """The metrics of one run from its collected :func:`latency_stats` rows and per-second series
+    (plain Python; the batch (``batch_checks``) collects these for many runs at once)."""
+    m: dict[str, Any] = {"events": {}, "latency": [], "cdf": [], "rate": {}, "faults": []}
+    m["latency"] = [{k: _num(v) for k, v in r.asDict().items() if k not in ("quantiles", "run_id")} for r in rows]
+    m["cdf"] = [
+        {"pub_site": r["pub_site"], "sub_site": r["sub_site"], "quantiles": [_num(x) for x in r["quantiles"]]}
+        for r in rows
+    ]
     end = max([int(math.ceil(ctx.end_s))] + list(deliver_s) + list(publish_s) + [0])
     start = min([0] + list(deliver_s) + list(publish_s))
     seconds = list(range(start, end + 1))

@@ -82,30 +82,39 @@ def explains_silence(entry: dict[str, Any], node: str, start_s: float, end_s: fl
 
 
 # -- transforms ------------------------------------------------------------------------------
-def state_changes(ctl_applied: DataFrame) -> DataFrame:
-    """ctl_applied -> [node, op, origin, peer, args, t_rel_s]: applied ops that change link/egress state."""
+def state_changes(ctl_applied: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """ctl_applied -> [node, op, origin, peer, args, t_rel_s]: applied ops that change link/egress state
+    (``by``: extra key columns kept first, e.g. ``run_id`` over many runs)."""
     return (ctl_applied.where(F.col("ok") & F.col("op").isin(list(EXPLAINED_BY)))
-            .select("node", "op", "origin", "peer", "args", "t_rel_s"))
+            .select(*by, "node", "op", "origin", "peer", "args", "t_rel_s"))
 
 
-def silences(cpu: DataFrame, node_start: DataFrame, min_gap_s: float = SILENCE_S) -> DataFrame:
+def silences(cpu: DataFrame, node_start: DataFrame, min_gap_s: float = SILENCE_S,
+             by: tuple[str, ...] = ()) -> DataFrame:
     """cpu, node_start -> [node, from_s, to_s, gap_s]: gaps between a node's periodic lines within one
     process life (a restart begins a new life: its node_start closes the gap)."""
-    marks = (cpu.select("node", "t_rel_s", F.lit(0).alias("start"))
-             .unionByName(node_start.select("node", "t_rel_s", F.lit(1).alias("start"))))
-    w = Window.partitionBy("node").orderBy("t_rel_s", "start")
+    marks = (cpu.select(*by, "node", "t_rel_s", F.lit(0).alias("start"))
+             .unionByName(node_start.select(*by, "node", "t_rel_s", F.lit(1).alias("start"))))
+    w = Window.partitionBy(*by, "node").orderBy("t_rel_s", "start")
     return (marks.withColumn("next_s", F.lead("t_rel_s").over(w))
             .withColumn("next_start", F.lead("start").over(w))
             .where((F.col("next_start") == 0) & (F.col("next_s") - F.col("t_rel_s") > min_gap_s))
-            .select("node", F.col("t_rel_s").alias("from_s"), F.col("next_s").alias("to_s"),
+            .select(*by, "node", F.col("t_rel_s").alias("from_s"), F.col("next_s").alias("to_s"),
                     (F.col("next_s") - F.col("t_rel_s")).alias("gap_s")))
 
 
 # -- the check ---------------------------------------------------------------------------------
 def check_control_provenance(ctx: AnalysisContext) -> CheckResult:
-    entries = timeline_entries(ctx.manifest, ctx.plan)
-    bad: list[dict[str, Any]] = []
     changes = state_changes(ctx.df("ctl_applied")).orderBy("t_rel_s").collect()
+    quiet = silences(ctx.df("cpu"), ctx.df("node_start")).orderBy("from_s").collect()
+    return control_provenance_of(ctx.manifest, ctx.plan, changes, quiet)
+
+
+def control_provenance_of(manifest: dict[str, Any], plan: dict[str, Any], changes: list, quiet: list) -> CheckResult:
+    """The check's verdict from one run's collected :func:`state_changes` (ordered by time) and
+    :func:`silences` (ordered by ``from_s``): plain Python, shared by the batch (``batch_checks``)."""
+    entries = timeline_entries(manifest, plan)
+    bad: list[dict[str, Any]] = []
     by_origin: dict[str, int] = {}
     for r in changes:
         by_origin[r["origin"]] = by_origin.get(r["origin"], 0) + 1
@@ -114,7 +123,7 @@ def check_control_provenance(ctx: AnalysisContext) -> CheckResult:
             bad.append({"kind": "state change", "node": r["node"], "op": r["op"], "origin": r["origin"],
                         "from": r["peer"], "args": ",".join(r["args"] or []),
                         "t_s": None if t is None else round(t, 3)})
-    for r in silences(ctx.df("cpu"), ctx.df("node_start")).orderBy("from_s").collect():
+    for r in quiet:
         if not any(explains_silence(e, r["node"], r["from_s"], r["to_s"]) for e in entries):
             bad.append({"kind": "silent (paused?)", "node": r["node"], "op": "-", "origin": "-", "from": "-",
                         "args": f"{r['gap_s']:.1f}s without periodic lines", "t_s": round(r["from_s"], 3)})
@@ -131,8 +140,16 @@ CHECKS = [check_control_provenance]
 def rejected_summary(ctx: AnalysisContext) -> dict[str, Any]:
     """{"by_node": {node: {channel: count}}, "total": n, "control": n, "reasons": {reason: n}}
     from ``conn_rejected`` (each line counts itself and the lines suppressed before it)."""
-    rows = (ctx.df("conn_rejected").groupBy("node", "channel", "reason")
-            .agg(F.sum("count").alias("n")).collect())
+    return rejected_of(rejected_rows(ctx.df("conn_rejected")).collect())
+
+
+def rejected_rows(conn_rejected: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """-> [*by, node, channel, reason, n]."""
+    return conn_rejected.groupBy(*by, "node", "channel", "reason").agg(F.sum("count").alias("n"))
+
+
+def rejected_of(rows: list) -> dict[str, Any]:
+    """:func:`rejected_summary` from one run's :func:`rejected_rows`."""
     by_node: dict[str, dict[str, int]] = {}
     reasons: dict[str, int] = {}
     for r in rows:

@@ -38,10 +38,10 @@ def test_checks_share_one_pairs_table(spark, tmp_path):
     manifest = json.loads((syn.path / "manifest.json").read_text())
     ctx = AnalysisContext.build(spark, syn.path, plan, manifest, dict(ev))
     dup = P.check_no_duplicates(ctx)
-    assert not dup.passed and dup.violations == 1  # the injected duplicate, from the shared pairs table
-    pairs = ctx.results["pubsub.pairs"]
+    assert not dup.passed and dup.violations == 1  # the injected duplicate, from the shared pass
+    shared = ctx.results["pubsub.judged"]
     assert P.check_filter_match(ctx).passed and P.check_completeness(ctx).passed
-    assert ctx.results["pubsub.pairs"] is pairs  # one plan for the three checks
+    assert ctx.results["pubsub.judged"] is shared  # one aggregation and one tally for the three checks
     details = ctx.results["pubsub.completeness"]
     assert details["expected"] == details["delivered"] > 0 and details["attributed_by_fault"] == {}
     ctx.release()
