@@ -83,3 +83,30 @@ def test_a_failing_run_stops_the_others_and_leaves_nothing_up(tmp_path, monkeypa
     assert not node_processes(str(root))
     active = root / ".active"
     assert not active.exists() or not active.read_text().split()
+
+
+@pytest.mark.spark
+def test_runs_a_grid_analyses_are_analysed_in_batches(tmp_path, monkeypatch):
+    """A grid with ``analyze=True``: its made runs are analysed ANALYZE_BATCH at a time (one set of
+    Spark jobs per batch, api.analyze_runs), each run's outputs written, every run in the index."""
+    from testbed.experiments import runner
+
+    paper = Paper(name="bat", title="paper bat", topology_dir=TINY, analyze=lambda ctx: None,
+                  parallel={"quick": 2}, figures=(Figure(1, "f", ("g",), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 20}]},
+                              repeats={"quick": 3}, analyze=True),))
+    monkeypatch.setattr(E, "papers", lambda: {"bat": paper})
+    monkeypatch.setattr(runner, "ANALYZE_BATCH", 4)
+    lines: list[str] = []
+    E.reproduce("bat", out_dir=tmp_path / "out", runs_dir=str(tmp_path / "runs"), progress=lines.append)
+    # 6 runs: a batch of 4 once four were made, then the last 2
+    assert [s for s in lines if "runs at once" in s] == ["bat: analysing 4 runs at once",
+                                                         "bat: analysing 2 runs at once"], lines
+    index = json.loads((tmp_path / "out" / "bat" / "index-quick.json").read_text())
+    runs = [Path(e["run"]) for e in index.values()]
+    assert len(runs) == 6 and len(set(runs)) == 6
+    for r in runs:
+        assert json.loads((r / "manifest.json").read_text())["status"] == "analyzed"
+        checks = json.loads((r / "analysis" / "checks.json").read_text())
+        by = {c["name"]: c for c in checks["checks"]}
+        assert checks["ok"] and by["completeness"]["passed"] and by["no_duplicates"]["passed"], checks
