@@ -62,7 +62,9 @@ def read_runs(spark: SparkSession, run_dirs: list[str | Path], ev: str) -> DataF
     t0s = {rid: int(metas[rid]["t0_wall_ns"]) for rid in dirs}
     df = spark.read.schema(_read_schema(et)).parquet(*[str(d) for d in dirs.values()])
     # the run directory's name, from each row's file: <run>/analysis/parquet/<ev>/<part file>
-    run_id = F.url_decode(F.regexp_extract(F.col("_metadata.file_path"), r"([^/]+)/analysis/parquet/[^/]+/[^/]+$", 1))
+    # (a URI: percent-encoded, but a '+' is a '+', which url_decode would read as a space)
+    name = F.regexp_extract(F.col("_metadata.file_path"), r"([^/]+)/analysis/parquet/[^/]+/[^/]+$", 1)
+    run_id = F.url_decode(F.regexp_replace(name, r"\+", "%2B"))
     df = df.withColumn("run_id", run_id)
     return df.select("run_id", *event_columns(et, _lit_map(t0s)[F.col("run_id")]))
 

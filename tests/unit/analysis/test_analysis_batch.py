@@ -72,3 +72,12 @@ def test_read_events_reads_the_parquet_with_the_runs_keys_and_the_logged_fields(
         got = [(r["run"], r["t"], r["client"], r["pub_id"], r["hops"]) for r in df.collect()]
         assert sorted(got) == sorted(want)
         assert (a.path / "analysis" / "parquet" / "deliver").is_dir()
+
+
+def test_read_runs_keeps_a_run_directory_name_with_plus_space_and_percent(spark, tmp_path):
+    # Spark gives each row's file as a URI: the name is decoded back, a literal '+' not read as a space
+    a = make_run_dir(tmp_path / "a", run_id="run+1 x%41", duration_s=3, publishers=1, subscribers=1, rate_per_s=3,
+                     stall=None, torn=False, unknown_event=False)
+    df = read_runs(spark, [a.path], "deliver")
+    assert {r["run_id"] for r in df.select("run_id").distinct().collect()} == {a.path.name}
+    assert a.path.name == "run+1 x%41"
