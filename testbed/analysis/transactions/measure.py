@@ -9,6 +9,7 @@ Pure readers of run directories (their ``logs/*.jsonl``, ``plan.json``, ``manife
                     the dispatch windows (``tx_round`` start/end) of each run.
 * :func:`rate_drop` Fig 9's numbers from one run's bins and windows.
 * :func:`check_run` the protocol's history checks (P1-P9 + the pub/sub core's) on one run.
+* :func:`pubsub_check_runs` P8 (the pub/sub core's checks) on many runs at once, batched.
 
 ``testbed.experiments.transactions`` judges the claims over the seeds.
 """
@@ -198,6 +199,47 @@ def pubsub_checks() -> list:
     return list(PUBSUB)
 
 
+def _row(r) -> dict[str, Any]:
+    return {"check": r.name, "passed": bool(r.passed), "violations": int(r.violations),
+            "applies": (r.details or {}).get("applies", True),
+            "examples": [str(x) for x in (r.examples or [])[:3]]}
+
+
+def pubsub_check_runs(spark, run_dirs: dict[str, str | Path], progress=lambda s: None) -> dict[str, list[dict[str, Any]]]:
+    """P8 on many runs: the pub/sub core's checks over all the runs at once (one batched pass,
+    ``analysis/batch_checks.Batch``: each run's verdicts, counts and examples as its own alone);
+    {key: [{check, passed, violations, applies, examples}]} as :func:`check_run` gives per run. A
+    batch that fails falls back to :func:`check_run` per run (and says so)."""
+    from testbed.analysis.batch_checks import PUBSUB, Batch
+    from testbed.analysis.context import AnalysisContext
+    from testbed.analysis.ingest import ingest
+
+    names = {fn.__name__ for fn in PUBSUB}
+    ctxs: dict[str, AnalysisContext] = {}
+    key_of: dict[str, str] = {}
+    for key, d in run_dirs.items():
+        run = Path(d)
+        ing = ingest(spark, run)
+        ctxs[run.name] = AnalysisContext.build(spark, run, _plan(run), json.loads((run / "manifest.json").read_text()),
+                                               dict(ing))
+        key_of[run.name] = key
+    batch = Batch(spark, ctxs, progress)
+    try:
+        batch.run(("pub/sub checks",))
+        out = {}
+        for rid, key in key_of.items():
+            got = batch.results[rid]
+            if any(n not in got for n in PUBSUB.values()):  # the batch failed (it said so): alone
+                out[key] = check_run(spark, run_dirs[key], names)
+            else:
+                out[key] = [_row(got[n]) for n in PUBSUB.values()]
+        return out
+    finally:
+        batch.release()
+        for c in ctxs.values():
+            c.release()
+
+
 def check_run(spark, run_dir: str | Path, functions: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """The transactions checks (P1-P9 and the pub/sub core's) on one run's logs; ``functions``
     (check function names) restricts them (the BL-WAIT search needs only P2 and P9).
@@ -214,8 +256,5 @@ def check_run(spark, run_dir: str | Path, functions: Iterable[str] | None = None
     for c in checks_for("transactions"):
         if want is not None and c.__name__ not in want:
             continue
-        r = c(ctx)
-        out.append({"check": r.name, "passed": bool(r.passed), "violations": int(r.violations),
-                    "applies": (r.details or {}).get("applies", True),
-                    "examples": [str(x) for x in (r.examples or [])[:3]]})
+        out.append(_row(c(ctx)))
     return out

@@ -87,3 +87,29 @@ def test_batched_checks_keep_advpub_runs_srt_entries_apart(spark, tmp_path):
     assert bad_of == {"good": set(), "leak": {"transactions.p5_tables"}}
     p5 = next(c for c in res["leak"] if c["check"] == "transactions.p5_tables")
     assert [(json.loads(e)["table"], json.loads(e)["sub_id"]) for e in p5["examples"]] == [("srt", "e-0.0:3/3")]
+
+
+def test_p8_batched_over_runs_equals_each_run_alone(spark, tmp_path):
+    """P8 (the pub/sub core's checks on the regular traffic, Fig 9) batched over several runs
+    gives each run what check_run gives it alone: a run that lost a delivery fails completeness,
+    the good runs beside it pass."""
+    from testbed.analysis.transactions.measure import check_run, pubsub_check_runs
+
+    from .harness import run as sim_run
+
+    logs = {v: sim_run(v, seconds=4, transactions=2, regular_rate=40.0, round_size=40).logs for v in ("dtx", "stx")}
+    runs = {f"{v}-good": write_run(tmp_path, f"run-{v}-good", v, logs[v], regular_rate=40.0, round_size=40)
+            for v in logs}
+    lossy = [dict(r) for r in logs["dtx"]]
+    delivers = [i for i, r in enumerate(lossy) if r["ev"] == "deliver"]
+    assert len(delivers) > 20
+    del lossy[delivers[len(delivers) // 2]]
+    runs["dtx-lossy"] = write_run(tmp_path, "run-dtx-lossy", "dtx", lossy, regular_rate=40.0, round_size=40)
+
+    names = {"check_no_duplicates", "check_filter_match", "check_fifo", "check_completeness"}
+    together = pubsub_check_runs(spark, runs)
+    for key, d in runs.items():
+        alone = check_run(spark, d, names)
+        assert sorted(together[key], key=lambda c: c["check"]) == sorted(alone, key=lambda c: c["check"]), key
+    failed_of = {k: {c["check"] for c in rs if not c["passed"]} for k, rs in together.items()}
+    assert failed_of == {"dtx-good": set(), "stx-good": set(), "dtx-lossy": {"completeness"}}, together
