@@ -27,6 +27,7 @@ from typing import Any
 
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
+from testbed.nodes.transactions.clients import begin_workload
 from testbed.nodes.transactions.txmanager import TXManager
 
 ROLES = ("coordinator", "agent")
@@ -92,10 +93,7 @@ class AdvPubHost(Node):
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":
             return
-        self._running = True
-        delay = max(0.0, (t0_wall_ns - self.rt.wall_ns()) / 1e9)
-        self._last_begin_ns = self.rt.mono_ns() + int((delay + duration_s - self.timeout) * 1e9)
-        self.rt.call_later(delay, self._begin_all)
+        begin_workload(self, t0_wall_ns, duration_s)
 
     async def stop_workload(self) -> None:
         self._running = False

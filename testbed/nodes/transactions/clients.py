@@ -57,6 +57,16 @@ def split(total: int, parts: int) -> list[int]:
     return [q + (1 if i < r else 0) for i in range(parts)]
 
 
+def begin_workload(node: Any, t0_wall_ns: int, duration_s: float) -> None:
+    """A coordinator node's workload start (the scenarios of this package): ``_begin_all`` at
+    ``t0``; no transaction begins later than ``timeout`` before the end, so every begun one ends
+    in the run."""
+    node._running = True
+    delay = max(0.0, (t0_wall_ns - node.rt.wall_ns()) / 1e9)
+    node._last_begin_ns = node.rt.mono_ns() + int((delay + duration_s - node.timeout) * 1e9)
+    node.rt.call_later(delay, node._begin_all)
+
+
 @dataclass
 class Tx:
     tx: str
@@ -254,11 +264,7 @@ class ScenarioHost(Node):
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":
             return
-        self._running = True
-        delay = max(0.0, (t0_wall_ns - self.rt.wall_ns()) / 1e9)
-        # no transaction begins later than `timeout` before the end: every begun one ends in the run
-        self._last_begin_ns = self.rt.mono_ns() + int((delay + duration_s - self.timeout) * 1e9)
-        self.rt.call_later(delay, self._begin_all)
+        begin_workload(self, t0_wall_ns, duration_s)
 
     async def stop_workload(self) -> None:
         self._running = False

@@ -35,14 +35,19 @@ def scenario(variant: str, brokers: dict[str, list[str]] | None = None,
     return configs
 
 
-def run(variant: str, seconds: float = 20.0, delay_ms: float = 5.0, **kw: Any) -> Sim:
-    sim = Sim(scenario(variant, **kw), delay_ms=delay_ms)
+def simulate(configs: dict[str, dict[str, Any]], seconds: float, delay_ms: float = 5.0) -> Sim:
+    """The nodes of ``configs`` on the in-memory runtime: started, 0.5 s, the workload for ``seconds``."""
+    sim = Sim(configs, delay_ms=delay_ms)
     sim.start()
     sim.run_for(0.5)
     sim.start_workload(0.0, seconds)
     sim.run_for(seconds)
     sim.shutdown()
     return sim
+
+
+def run(variant: str, seconds: float = 20.0, delay_ms: float = 5.0, **kw: Any) -> Sim:
+    return simulate(scenario(variant, **kw), seconds, delay_ms)
 
 
 def run_with_crash(variant: str, crash: str = "b2", at_s: float = 1.0, down_s: float = 0.6,
@@ -78,10 +83,4 @@ def advpub(variant: str, brokers: dict[str, list[str]] | None = None, c2: list[s
 
 
 def run_advpub(variant: str, seconds: float = 8.0, **kw: Any) -> Sim:
-    sim = Sim(advpub(variant, **kw), delay_ms=5.0)
-    sim.start()
-    sim.run_for(0.5)
-    sim.start_workload(0.0, seconds)
-    sim.run_for(seconds)
-    sim.shutdown()
-    return sim
+    return simulate(advpub(variant, **kw), seconds)
