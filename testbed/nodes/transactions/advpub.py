@@ -27,7 +27,7 @@ from typing import Any
 
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
-from testbed.nodes.transactions.clients import begin_workload
+from testbed.nodes.transactions.workload import begin_workload
 from testbed.nodes.transactions.txmanager import TXManager
 
 ROLES = ("coordinator", "agent")

@@ -39,6 +39,7 @@ from testbed.nodes.pubsub import events as _pubsub_events  # noqa: F401  (publis
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
 from testbed.nodes.transactions.txmanager import TXManager
+from testbed.nodes.transactions.workload import begin_workload
 
 ROLES = ("coordinator", "dispatcher", "agent")
 
@@ -55,16 +56,6 @@ def split(total: int, parts: int) -> list[int]:
     """``total`` split into ``parts`` near-equal counts (the first ones get the remainder)."""
     q, r = divmod(total, parts)
     return [q + (1 if i < r else 0) for i in range(parts)]
-
-
-def begin_workload(node: Any, t0_wall_ns: int, duration_s: float) -> None:
-    """A coordinator node's workload start (the scenarios of this package): ``_begin_all`` at
-    ``t0``; no transaction begins later than ``timeout`` before the end, so every begun one ends
-    in the run."""
-    node._running = True
-    delay = max(0.0, (t0_wall_ns - node.rt.wall_ns()) / 1e9)
-    node._last_begin_ns = node.rt.mono_ns() + int((delay + duration_s - node.timeout) * 1e9)
-    node.rt.call_later(delay, node._begin_all)
 
 
 @dataclass
