@@ -27,7 +27,7 @@ from typing import Any
 
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
-from testbed.nodes.transactions.workload import begin_workload
+from testbed.nodes.transactions.workload import begin_workload, client_group
 from testbed.nodes.transactions.txmanager import TXManager
 
 ROLES = ("coordinator", "agent")
@@ -42,17 +42,8 @@ def space(i: int, n: int) -> str:
 class AdvPubHost(Node):
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
-        g = self.config.get("clients") or {}
         p = self.config.get("params") or {}
-        self.group: str = g.get("name") or self.name
-        self.role: str = g.get("role", "")
-        if self.role not in ROLES:
-            raise ValueError(f"clients {self.group}: in scenario advpub the role is one of {ROLES}, "
-                             f"not {self.role!r}")
-        count = int(g.get("count") or 0)
-        attach = list(g.get("attach") or [])
-        self.clients = [f"{self.group}-{i}" for i in range(count)]
-        self.broker_of = {c: attach[i % len(attach)] for i, c in enumerate(self.clients)}
+        self.group, self.role, self.clients, self.broker_of = client_group(self, ROLES, "advpub")
         groups = {d.get("role"): name for name, d in (self.config.get("directory") or {}).items()
                   if d.get("kind") == "clients"}
         if "agent" not in groups or "coordinator" not in groups:

@@ -39,7 +39,7 @@ from testbed.nodes.pubsub import events as _pubsub_events  # noqa: F401  (publis
 from testbed.nodes.runtime.api import Node
 from testbed.nodes.transactions import events as _events  # noqa: F401
 from testbed.nodes.transactions.txmanager import TXManager
-from testbed.nodes.transactions.workload import begin_workload
+from testbed.nodes.transactions.workload import begin_workload, client_group
 
 ROLES = ("coordinator", "dispatcher", "agent")
 
@@ -90,18 +90,8 @@ class ScenarioHost(Node):
 
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
-        g = self.config.get("clients") or {}
         p = self.config.get("params") or {}
-        self.group: str = g.get("name") or self.name
-        self.role: str = g.get("role", "")
-        if self.role not in ROLES:
-            raise ValueError(f"clients {self.group}: role must be one of {ROLES}, not {self.role!r}")
-        count = int(g.get("count") or 0)
-        attach = list(g.get("attach") or [])
-        if count > 0 and not attach:
-            raise ValueError(f"clients {self.group}: attach names no broker")
-        self.clients = [f"{self.group}-{i}" for i in range(count)]
-        self.broker_of = {c: attach[i % len(attach)] for i, c in enumerate(self.clients)}
+        self.group, self.role, self.clients, self.broker_of = client_group(self, ROLES, "dispatch")
         self.index = {c: i for i, c in enumerate(self.clients)}
         groups = {r: None for r in ROLES}
         for name, d in (self.config.get("directory") or {}).items():
