@@ -563,7 +563,6 @@ def claims_wait(fig: int, rows: list[dict[str, Any]]) -> list[C.Claim]:
 
 
 # ------------------------------------------------------------------------------ analyze
-PUBSUB_NAMES = ("no_duplicates", "filter_match", "fifo", "completeness")  # the pub/sub core's checks (P8)
 # The history checks run on every run (batched: analysis/transactions/batch.py).
 CHECKED = {"quick": "every run (P1-P7, P9 batched over the runs; P8 batched over the Fig 9 runs)",
            "paper": "every run (P1-P7, P9 batched over the runs; P8 batched over the Fig 9 runs)"}
@@ -703,6 +702,7 @@ def analyze(ctx) -> None:
     variant_of.update({k: k.split("/")[1] for k in fig9_dirs})
     per_run = check_runs(ctx.spark, run_dirs, ctx.progress) if run_dirs else {}
     from testbed.analysis.batch import ensure_ingested, m_events
+    from testbed.analysis.batch_checks import PUBSUB  # the pub/sub core's checks (P8)
 
     metas = ensure_ingested(ctx.spark, list(run_dirs.values())) if run_dirs else {}
     regular = [k for k in sorted(run_dirs) if k in fig9_dirs or any(
@@ -716,7 +716,7 @@ def analyze(ctx) -> None:
         else:  # no regular traffic in the run (its ingest counted no publish/deliver): nothing to check
             per_run[key] = per_run.get(key, []) + [
                 {"check": n, "passed": True, "violations": 0, "applies": False, "examples": [],
-                 "why": "no regular traffic (publish/deliver) in the run"} for n in PUBSUB_NAMES]
+                 "why": "no regular traffic (publish/deliver) in the run"} for n in PUBSUB.values()]
     per_fig: dict[int, list[dict[str, Any]]] = {}
     for key in sorted(per_run):
         res = per_run[key]

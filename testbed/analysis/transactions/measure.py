@@ -192,13 +192,6 @@ def phase_totals(run_dirs: Iterable[str | Path]) -> dict[str, float]:
     return {"runs": n, **{k: round(v, 1) for k, v in tot.items()}}
 
 
-def pubsub_checks() -> list:
-    """The pub/sub core's checks among the transactions checks (P8, the regular traffic)."""
-    from testbed.analysis.pubsub.checks import CHECKS as PUBSUB
-
-    return list(PUBSUB)
-
-
 def _row(r) -> dict[str, Any]:
     return {"check": r.name, "passed": bool(r.passed), "violations": int(r.violations),
             "applies": (r.details or {}).get("applies", True),
