@@ -225,7 +225,11 @@ def fingerprint(logs: list[Path], plan_dict: dict[str, Any], manifest: dict[str,
 # parser refuses something (a torn or garbage line, a field of the wrong type) is parsed line by
 # line in Python with the same rules, so one bad line costs one block's slow path, never the run.
 BLOCK_BYTES = 32 << 20
-_ROWS_PER_FLUSH = 1 << 18  # rows buffered per event type before a Parquet row group is written
+# Rows per Parquet row group (and buffered per event type before one is written). A row group is
+# the smallest piece Spark splits a file into: groups of equal, modest size let it give every core
+# an equal share of a large event type (3 groups of 390k/330k/270k deliveries made one core scan
+# 60% of them while the other waited; docs/benchmarks.md).
+_ROWS_PER_FLUSH = 1 << 16
 
 
 def arrow_type(ty: str):
@@ -275,6 +279,59 @@ def _fast_json(data: list[bytes], schema):
 
 
 _ENCODE = None
+
+
+def loads_lines(lines: list[bytes]) -> tuple[list[Any], bool]:
+    """(``json.loads`` of each line, exact): orjson (about 5x faster) where it decodes, ``json`` for a
+    line it refuses (NaN, a lone surrogate). ``exact`` is False when orjson decoded some line: an
+    integer beyond 64 bits then came out as a float (``json`` keeps it an int), so a text made from
+    such a value must be checked (:func:`_inexact`). A ``json`` field's decode was 2 of the 5 s of
+    the 1.17M-event benchmark's ingest (docs/benchmarks.md)."""
+    import json
+
+    try:
+        import orjson
+    except ImportError:  # a dependency (pyproject.toml), but the result is the same without it
+        return [json.loads(x) for x in lines], True
+    fast, slow, bad = orjson.loads, json.loads, orjson.JSONDecodeError
+    out = []
+    for x in lines:
+        try:
+            out.append(fast(x))
+        except bad:
+            out.append(slow(x))
+    return out, False
+
+
+def _utf8(v: Any, ty: str) -> Any:
+    """A converted value Arrow can store: a ``json`` text with a lone surrogate as its ASCII JSON
+    text (the same value to a JSON reader), a ``str`` with it replaced by U+FFFD."""
+    import json
+
+    if isinstance(v, list):
+        return [_utf8(x, ty[5:-1]) for x in v]
+    if not isinstance(v, str):
+        return v
+    try:
+        v.encode("utf-8")
+        return v
+    except UnicodeEncodeError:
+        if ty == "json":
+            try:
+                return json.dumps(json.loads(v), separators=(",", ":"))
+            except ValueError:  # a JSON string's content, not a JSON text
+                pass
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in v)
+
+
+def _inexact(v: Any) -> bool:
+    """Could ``v`` (a converted field) differ between an orjson and a json decode? Only a float of
+    1e16 or more can stand for a big integer, and Python writes every such float with ``e+``."""
+    if isinstance(v, str):
+        return "e+" in v
+    if isinstance(v, list):
+        return any(_inexact(x) for x in v)
+    return False
 
 
 def _to_text(v: Any) -> str:
@@ -327,7 +384,9 @@ class _Sink:
         if self.rows[key] >= _ROWS_PER_FLUSH:
             self.flush(key)
 
-    def flush(self, key: str) -> None:
+    def flush(self, key: str, final: bool = False) -> None:
+        """Write the buffered rows of ``key`` as row groups of exactly ``_ROWS_PER_FLUSH`` rows (the
+        rest stays buffered, unless ``final``)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -335,17 +394,24 @@ class _Sink:
         self.rows[key] = 0
         if not parts:
             return
+        table = pa.concat_tables(parts)
+        n = table.num_rows if final else table.num_rows // _ROWS_PER_FLUSH * _ROWS_PER_FLUSH
+        if n < table.num_rows:
+            self.buf[key] = [table.slice(n)]
+            self.rows[key] = table.num_rows - n
+        if n == 0:
+            return
         w = self.writers.get(key)
         if w is None:
             d = self.root / key
             d.mkdir(parents=True, exist_ok=True)
             w = self.writers[key] = pq.ParquetWriter(str(d / "part-00000.parquet"), self.schemas[key],
                                                      compression="snappy")
-        w.write_table(pa.concat_tables(parts))
+        w.write_table(table.slice(0, n), row_group_size=_ROWS_PER_FLUSH)
 
     def close(self) -> None:
         for key in list(self.buf):
-            self.flush(key)
+            self.flush(key, final=True)
         for w in self.writers.values():
             w.close()
 
@@ -463,11 +529,20 @@ class _Converter:
                 out = {k: fast.column(k) for k in plain}
         left = [k for k in names if k not in out]
         if left:
+            exact = objs is not None
             if objs is None:
-                objs = [json.loads(x) for x in lines]  # the header parsed: every line is a JSON object
+                objs, exact = loads_lines(lines)  # the header parsed: every line is a JSON object
             for k in left:
                 ty = et.fields[k]
-                out[k] = pa.array([convert(d.get(k), ty) for d in objs], arrow_type(ty))
+                vals = [convert(d.get(k), ty) for d in objs]
+                if not exact and ty != "int" and ty != "float" and ty != "bool":
+                    for i, v in enumerate(vals):
+                        if _inexact(v):  # decoded again by json: a big integer stays an integer
+                            vals[i] = convert(json.loads(lines[i]).get(k), ty)
+                try:
+                    out[k] = pa.array(vals, arrow_type(ty))
+                except UnicodeEncodeError:  # a lone surrogate ("\\ud800" in the line): not UTF-8
+                    out[k] = pa.array([_utf8(v, ty) for v in vals], arrow_type(ty))
         return out
 
     def _by_type(self, fname: str, lines: list[bytes]) -> None:

@@ -39,6 +39,7 @@ SHUFFLE_PARTITIONS = 4
 # Shuffle partitions follow the input (see shuffle_partitions_for; AQE coalesces small ones further).
 BYTES_PER_SHUFFLE_PARTITION = 48 << 20
 SMALL_INPUT_BYTES = 16 << 20
+FILE_SPLITS_PER_CORE = 4
 # Process-wide defaults set by the CLI (--spark-master, --spark-conf); see configure().
 _CONFIGURED: dict = {"master": None, "conf": {}}
 
@@ -150,13 +151,18 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     # a small run (most runs of a reproduce grid): no adaptive re-planning and no whole-stage code
     # generation, which cost more than the data (SMALL_DATA_CONF); a large one gets both back.
     # Speed only, never results; a value given with --spark-conf is kept.
+    cores = spark.sparkContext.defaultParallelism
     for k, v in (("spark.sql.adaptive.enabled", "false" if small else "true"),
-                 ("spark.sql.codegen.wholeStage", "false" if small else "true")):
+                 ("spark.sql.codegen.wholeStage", "false" if small else "true"),
+                 # a large run's scans in FILE_SPLITS_PER_CORE pieces per core (its Parquet row groups are
+                 # small: ingest._ROWS_PER_FLUSH), so that no core waits for another's larger share
+                 ("spark.sql.files.minPartitionNum", str(1 if small else FILE_SPLITS_PER_CORE * cores)),
+                 ("spark.sql.files.openCostInBytes", str(4 << 20 if small else 1 << 20))):
         if k not in _CONFIGURED["conf"]:
             spark.conf.set(k, v)
     if "spark.sql.shuffle.partitions" in _CONFIGURED["conf"]:
         return int(_CONFIGURED["conf"]["spark.sql.shuffle.partitions"])
-    n = shuffle_partitions_for(input_bytes, spark.sparkContext.defaultParallelism)
+    n = shuffle_partitions_for(input_bytes, cores)
     spark.conf.set("spark.sql.shuffle.partitions", str(n))
     return n
 

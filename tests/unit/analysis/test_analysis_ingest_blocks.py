@@ -80,3 +80,38 @@ def test_slow_path_rules_match_the_fast_path(tmp_path):
     assert {"user_s": None, "sys_s": 0.5, "rss_kb": None} in got and {"user_s": 1.0, "sys_s": 0.5, "rss_kb": 10} in got
     assert I.convert(5, "str") == "5" and I.convert({"a": [1]}, "json") == '{"a":[1]}'
     assert I.convert("s", "json") == "s" and I.convert(True, "int") is None and I.convert([1, "x"], "list[int]") == [1, None]
+
+
+def test_json_fields_are_the_json_modules_text_whatever_the_decoder(tmp_path, monkeypatch):
+    """A ``json`` field (publish.attrs) is decoded by orjson where that is exact: an integer beyond
+    64 bits (a float to orjson), NaN and a lone surrogate (refused by orjson) come out as the json
+    module decodes them, and the text is json's compact encoding, with or without orjson."""
+    assert I._utf8("\ud800x", "str") == "\ufffdx" and I._utf8(["a", "\ud800"], "list[str]") == ["a", "\ufffd"]
+    import builtins
+
+    attrs = [{"class": "STOCK", "price": 7}, {"big": 123456789012345678901234, "neg": -98765432109876543210987},
+             {"f": 1e16, "g": 1.5e-7, "s": "Rose+e+"}, {"nested": [1, {"deep": 2 ** 70}], "u": "é\u0000"},
+             {"n": None, "b": True, "x": 0.1}]
+    raw = [{"t": T0 + i, "m": i, "node": "subs", "ev": "publish", "client": "x", "pub_id": f"q{i}", "seq": i,
+            "attrs": a, "size": 1, "broker": "b1"} for i, a in enumerate(attrs)]
+    lines = [json.dumps(r) for r in raw]
+    lines.append(lines[0].replace('"price": 7', '"price": NaN').replace('"q0"', '"q5"'))
+    lines.append(lines[0].replace('"STOCK"', '"\\ud800"').replace('"q0"', '"q6"'))
+    want = {json.loads(x)["pub_id"]: json.dumps(json.loads(x)["attrs"], separators=(",", ":"), ensure_ascii=False)
+            for x in lines}
+    # a lone surrogate is not UTF-8: its text is the ASCII JSON of the same value (it used to crash the ingest)
+    want["q6"] = json.dumps(json.loads(lines[-1])["attrs"], separators=(",", ":"))
+    text = "\n".join(lines) + "\n"
+
+    def stored(run):
+        I.ensure_parquet(run)
+        return {r["e_publish"]["pub_id"]: r["e_publish"]["attrs"]
+                for r in pq.read_table(str(run / "analysis" / "parquet" / "publish")).to_pylist()}
+
+    assert I.loads_lines([x.encode() for x in lines[:1]])[1] is False  # orjson is installed and used
+    assert stored(_run(tmp_path, "orjson", text)) == want
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "orjson" else real_import(name, *a, **k))
+    assert I.loads_lines([x.encode() for x in lines[:1]])[1] is True
+    assert stored(_run(tmp_path, "json", text)) == want
