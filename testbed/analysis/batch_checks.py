@@ -153,19 +153,20 @@ class Batch:
             return
         runs = sorted(set().union(*(self.pubsub_runs[n] for n in shared)))
         subs = P.subscriptions(self.df("subscribe", runs), self.df("unsubscribe", runs), BY).cache()
-        pubs = P.publications(self.df("publish", runs), BY).cache()
-        self.cached += [subs, pubs]
+        # publications and matches are read once when every check passes (examples read them again):
+        # not cached, which measured cheaper than building the cache
+        pubs = P.publications(self.df("publish", runs), BY)
+        self.cached.append(subs)
         texts: dict[str, set[str]] = {}
         for r in subs.select("run_id", "filter").distinct().collect():
             texts.setdefault(r["run_id"], set()).add(r["filter"] or "")
         # each distinct filter text evaluated once over every run's publications (ids carry their run)
-        keyed = pubs.select(F.concat("run_id", F.lit(SEP), "pub_id").alias("pub_id"), "attrs", "publisher", "pub_s")
+        keyed = pubs.select(F.concat("run_id", F.lit(SEP), "pub_id").alias("pub_id"), "attrs", "pub_s")
         m, errors = match_pairs(self.spark, sorted(set().union(*texts.values())) if texts else [], keyed,
-                                keep=("publisher", "pub_s"))
+                                keep=("pub_s",))
         matches = m.select(F.substring_index("pub_id", SEP, 1).alias("run_id"), "filter",
                            F.expr(f"substring(pub_id, length(substring_index(pub_id, '{SEP}', 1)) + 2)")
-                           .alias("pub_id"), "publisher", "pub_s").cache()
-        self.cached.append(matches)
+                           .alias("pub_id"), "pub_s")
         errs = {rid: {f: e for f, e in errors.items() if f in texts.get(rid, set())} for rid in runs}
         cs = {rid: self.ctxs[rid] for rid in runs}
         opts = next(iter(cs.values())).options
@@ -198,8 +199,9 @@ class Batch:
                 "filter_match", t["fm"] == 0 and not errs[rid], t["fm"], examples=ex.get(rid, []),
                 description=P.DESCRIPTIONS["filter_match"],
                 details={"unverifiable_deliveries": t["unknown"], "unparsable_filters": errs[rid]})
-        unattributed = (j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
-                        .select("run_id", "client", "pub_id", "publisher", "pub_s"))
+        unattributed = P.with_publisher(j.where(F.col("expected") & (F.col("deliveries") == 0)
+                                                & F.col("fault").isNull()).select("run_id", "client", "pub_id", "pub_s"),
+                                        pubs, BY)
         miss_un = {r: sum(n for (f, _), n in tally.get(r, empty)["miss"].items() if f is None) for r in runs}
         ex = ({r: e for r, (_, e) in per_run(unattributed, P.ORDERS["completeness"]).items()}
               if any(miss_un.values()) else {})

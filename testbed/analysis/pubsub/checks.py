@@ -194,24 +194,28 @@ def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: 
                  margin_s: float, end_s, by: tuple[str, ...] = ()) -> DataFrame:
     """The delivered and the matched (client, publication) pairs in one aggregation, for
     no_duplicates, filter_match and completeness at once:
-    [*by, client, pub_id, deliveries, first_s, last_s, ok_sub_s, expected, publisher, pub_s].
+    [*by, client, pub_id, deliveries, first_s, last_s, ok_sub_s, expected, pub_s].
 
     The deliveries and the candidate pairs (each subscription with each publication its filter
     matches: :func:`match_pairs` evaluates every distinct filter once per publication) are one union
     grouped by (client, publication): ``deliveries``, ``first_s``, ``last_s`` as
     :func:`delivery_pairs`; ``ok_sub_s`` the earliest subscription of the client whose filter matches
     (a delivery is filter-matched iff ``ok_sub_s <= first_s``); ``expected`` whether some matching
-    subscription makes the pair expected (:func:`expected_deliveries`' rule); ``publisher``,
-    ``pub_s`` of a matched publication. One shuffle instead of a delivery aggregation per check, a
-    distinct of the expected pairs and their join with the deliveries."""
+    subscription makes the pair expected (:func:`expected_deliveries`' rule); ``pub_s`` of a matched
+    publication. One shuffle instead of a delivery aggregation per check, a distinct of the expected
+    pairs and their join with the deliveries.
+
+    Every aggregate is a number: Spark then aggregates in a hash map (a string aggregate, such as
+    the publisher, makes it sort all the rows first: measured 2x slower at 1.17M events).
+    :func:`with_publisher` adds the publisher where examples need it."""
     settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
     end = end_s if isinstance(end_s, Column) else F.lit(end_s)
     margin = F.lit(margin_s)
-    if {"publisher", "pub_s"} <= set(matches.columns):  # carried by match_pairs(keep=...): no join back
-        m = matches.select(*by, "filter", "pub_id", "publisher", "pub_s")
+    if "pub_s" in matches.columns:  # carried by match_pairs(keep=...): no join back
+        m = matches.select(*by, "filter", "pub_id", "pub_s")
     else:
         m = (matches.select(*by, "filter", "pub_id")
-             .join(pubs.select(*by, "pub_id", "publisher", "pub_s"), on=[*by, "pub_id"], how="inner"))
+             .join(pubs.select(*by, "pub_id", "pub_s"), on=[*by, "pub_id"], how="inner"))
     cand = (
         F.broadcast(subs.select(*by, "client", "filter", "sub_s", "unsub_s"))
         .join(m, on=[*by, "filter"], how="inner")
@@ -220,18 +224,27 @@ def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: 
                 F.when((F.col("pub_s") + margin <= end) & (F.col("sub_s") + settle <= F.col("pub_s"))
                        & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + margin)), 1)
                 .otherwise(0).alias("_e"),
-                "publisher", "pub_s")
+                "pub_s")
     )
     d = deliver.select(*by, "client", "pub_id", F.col("t_rel_s").cast("double").alias("_t"), F.lit(1).alias("_d"),
                        F.lit(None).cast("double").alias("_sub_s"), F.lit(0).alias("_e"),
-                       F.lit(None).cast("string").alias("publisher"), F.lit(None).cast("double").alias("pub_s"))
+                       F.lit(None).cast("double").alias("pub_s"))
     return (
         d.unionByName(cand)
         .groupBy(*by, "client", "pub_id")
         .agg(F.sum("_d").alias("deliveries"), F.min("_t").alias("first_s"), F.max("_t").alias("last_s"),
              F.min("_sub_s").alias("ok_sub_s"), (F.max("_e") == 1).alias("expected"),
-             F.max("publisher").alias("publisher"), F.max("pub_s").alias("pub_s"))
+             F.max("pub_s").alias("pub_s"))
     )
+
+
+def with_publisher(pairs: DataFrame, pubs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """Rows with ``pub_id`` (examples of :func:`judged_pairs`) -> the same + ``publisher`` (of
+    :func:`publications`), before ``pub_s``."""
+    cols = [c for c in pairs.columns if c not in ("publisher",)]
+    at = cols.index("pub_s") if "pub_s" in cols else len(cols)
+    return (pairs.join(pubs.select(*by, "pub_id", "publisher"), on=[*by, "pub_id"], how="left")
+            .select(*cols[:at], "publisher", *cols[at:]))
 
 
 def pubsub_tally(j: DataFrame, pubs: DataFrame, fault, source, by: tuple[str, ...] = ()) -> dict[tuple, dict]:
@@ -343,9 +356,11 @@ def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, di
     key = "pubsub.matching"
     if key not in ctx.results:
         subs = subscriptions(ctx.df("subscribe"), ctx.df("unsubscribe")).cache()
-        pubs = publications(ctx.df("publish")).cache()
-        matches, errors = match_pairs(ctx.spark, subs, pubs, keep=("publisher", "pub_s"))
-        ctx.results[key] = (subs, pubs, matches.cache(), errors)
+        # publications and matches are read once when every check passes (examples read them again):
+        # not cached, which measured cheaper than building the cache (docs/benchmarks.md)
+        pubs = publications(ctx.df("publish"))
+        matches, errors = match_pairs(ctx.spark, subs, pubs, keep=("pub_s",))
+        ctx.results[key] = (subs, pubs, matches, errors)
     return ctx.results[key]
 
 
@@ -374,8 +389,8 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
         t, errors, settle_s=ctx.settle_s, travel_margin_s=ctx.options.travel_margin_s,
         fault_margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s)
     ctx.results["pubsub.completeness"] = details
-    unattributed = (j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
-                    .select("client", "pub_id", "publisher", "pub_s"))
+    unattributed = with_publisher(j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
+                                  .select("client", "pub_id", "pub_s"), _matching(ctx)[1])
     r = summarize("completeness", DESCRIPTIONS["completeness"], unattributed, order=ORDERS["completeness"],
                   attributed=attributed, details=details, count=n_un)
     if errors:

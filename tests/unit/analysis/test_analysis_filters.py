@@ -10,6 +10,7 @@ ATTRS = [
     {"sym": "", "price": 1e3},
     {"price": None, "sym": "IBM", "flag": None},  # JSON null: present, of no type
     {},
+    {"a.b": 1, "x-y$": "v", "q\\r": 2.5, "é": "ü"},  # names a JSON path would read otherwise
 ]
 FILTERS = [
     "",
@@ -32,6 +33,10 @@ FILTERS = [
     "[flag,isPresent]",
     "[class,eq,'STOCK'],[vol,<,3],[sym,str-prefix,'IBM']",
     "[price,>,-5.5e0],[price,<,1e4]",
+    "[a.b,eq,1]",
+    "[x-y$,isPresent]",
+    "[q\\r,>,2]",
+    "[é,eq,'ü']",
 ]
 
 
