@@ -224,7 +224,10 @@ def fingerprint(logs: list[Path], plan_dict: dict[str, Any], manifest: dict[str,
 # ``ev`` and each group is parsed again with its own event type's schema. A block where the fast
 # parser refuses something (a torn or garbage line, a field of the wrong type) is parsed line by
 # line in Python with the same rules, so one bad line costs one block's slow path, never the run.
-BLOCK_BYTES = 32 << 20
+# Blocks are converted INGEST_THREADS at a time (_convert_threaded); small blocks keep the threads
+# busy: on the 1.17M-event benchmark 3 threads of 4 MB blocks took 2.4-2.5 s where one thread of
+# 32 MB blocks took 3.3-4.1 s (docs/benchmarks.md).
+BLOCK_BYTES = 4 << 20
 # Rows per Parquet row group (and buffered per event type before one is written). A row group is
 # the smallest piece Spark splits a file into: groups of equal, modest size let it give every core
 # an equal share of a large event type (3 groups of 390k/330k/270k deliveries made one core scan
@@ -416,6 +419,17 @@ class _Sink:
             w.close()
 
 
+class _Collect:
+    """The sink of one block converted beside others: keeps its tables for the in-order merge."""
+
+    def __init__(self):
+        self.items: list = []
+
+    def add(self, key: str, table) -> None:
+        if table.num_rows:
+            self.items.append((key, table))
+
+
 def _blocks(path: Path):
     """The file's bytes in blocks of about BLOCK_BYTES, each ending at a line end (the last one may not)."""
     with open(path, "rb") as f:
@@ -472,6 +486,31 @@ class _Converter:
         for name, et in registry.items():
             self.fast_schema[name] = pa.schema(common + [pa.field(k, arrow_type(v)) for k, v in et.fields.items()
                                                          if v != "json"])
+
+    def for_block(self) -> "_Converter":
+        """A converter for one block run beside others: the same tables, its own sink
+        (:class:`_Collect`), report and tallies, merged in block order by :meth:`merge`."""
+        import copy
+
+        c = copy.copy(self)
+        c.sink, c.report, c.nodes_seen, c.t_min = _Collect(), IngestReport(), set(), None
+        return c
+
+    def merge(self, c: "_Converter") -> None:
+        """Add what the block converter ``c`` produced, as if this converter had read its block."""
+        for key, table in c.sink.items:
+            self.sink.add(key, table)
+        r, o = self.report, c.report
+        r.lines += o.lines
+        r.malformed += o.malformed
+        for mine, theirs in ((r.malformed_by_file, o.malformed_by_file), (r.unknown, o.unknown),
+                             (r.events, o.events)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        r.malformed_examples += o.malformed_examples[:max(0, 5 - len(r.malformed_examples))]
+        self.nodes_seen |= c.nodes_seen
+        if c.t_min is not None and (self.t_min is None or c.t_min < self.t_min):
+            self.t_min = c.t_min
 
     def block(self, fname: str, block: bytes) -> None:
         import numpy as np
@@ -647,19 +686,55 @@ class _Converter:
         return pa.Table.from_arrays(arrays, schema=schema)
 
 
+INGEST_THREADS = 3
+
+
+def _convert_threaded(conv: "_Converter", logs: list[Path], threads: int) -> None:
+    """The blocks of every log converted ``threads`` at a time, merged in file and block order (the
+    Parquet and the report are those of one thread). pyarrow's JSON parse and Parquet encoding run
+    without the GIL, so one block's parse overlaps another's Python work (measured on the 1.17M-event
+    benchmark: docs/benchmarks.md). At most ``threads + 1`` blocks are in memory."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(fname: str, block: bytes) -> "_Converter":
+        c = conv.for_block()
+        c.block(fname, block)
+        return c
+
+    pending: deque = deque()
+    with ThreadPoolExecutor(threads, thread_name_prefix="testbed-ingest") as ex:
+        try:
+            for p in logs:
+                for block in _blocks(p):
+                    pending.append(ex.submit(work, p.name, block))
+                    if len(pending) > threads:
+                        conv.merge(pending.popleft().result())
+            while pending:
+                conv.merge(pending.popleft().result())
+        finally:
+            for f in pending:
+                f.cancel()
+
+
 def convert_logs(logs: list[Path], out: Path, registry: dict[str, EventType], nodes, offsets: dict[str, int],
-                 report: IngestReport, protocol: str | None = None) -> int | None:
+                 report: IngestReport, protocol: str | None = None, threads: int | None = None) -> int | None:
     """Every log, streamed block by block, into Parquet under ``out/<ev>/``, ``out/_unknown/`` and
     ``out/_malformed/``; fills ``report``; returns the earliest ``t`` of an event line (or None).
-    Memory is bounded by a block and the rows buffered per event type, not by the run's size."""
+    Memory is bounded by a few blocks and the rows buffered per event type, not by the run's size.
+    ``threads`` (default ``INGEST_THREADS``): blocks converted at once (same output)."""
+    threads = INGEST_THREADS if threads is None else threads
     sink = _Sink(out)
     from testbed.protocols import run_event_protocols
 
     conv = _Converter(registry, nodes, offsets, sink, report, run_event_protocols(protocol))
     try:
-        for p in logs:
-            for block in _blocks(p):
-                conv.block(p.name, block)
+        if threads <= 1:
+            for p in logs:
+                for block in _blocks(p):
+                    conv.block(p.name, block)
+        else:
+            _convert_threaded(conv, logs, threads)
     finally:
         sink.close()
     report.unknown_nodes = sorted(conv.nodes_seen - set(nodes))

@@ -115,3 +115,28 @@ def test_json_fields_are_the_json_modules_text_whatever_the_decoder(tmp_path, mo
                         if name == "orjson" else real_import(name, *a, **k))
     assert I.loads_lines([x.encode() for x in lines[:1]])[1] is True
     assert stored(_run(tmp_path, "json", text)) == want
+
+
+def test_threaded_conversion_is_the_one_thread_conversion(tmp_path, monkeypatch):
+    """Blocks converted three at a time give the Parquet (row order included) and the report of one
+    thread: tallies, malformed examples in file order, unknown events, the earliest t."""
+    lines = _lines(300)
+    lines[10] = '{"t": 5, "node": "subs", "ev": "deli'
+    lines[50] = '{"t": 6, "m": 1, "node": "subs", "ev": "no_such_event"}'
+    for i in (90, 120, 150, 200, 250, 280):
+        lines[i] = f"garbage {i}"
+    text = "\n".join(lines) + "\n"
+    monkeypatch.setattr(I, "BLOCK_BYTES", 1500)  # dozens of blocks
+    out = {}
+    for n in (1, 3):
+        monkeypatch.setattr(I, "INGEST_THREADS", n)
+        run = _run(tmp_path, f"t{n}", text)
+        meta, rep = I.ensure_parquet(run)
+        rows = {ev: pq.read_table(str(run / "analysis" / "parquet" / ev)).to_pylist()
+                for ev in ("deliver", "publish", "_malformed", "_unknown")}
+        out[n] = (rows, {k: v for k, v in rep.to_dict().items()}, meta["t0_wall_ns"])
+    assert out[1] == out[3]
+    rep = out[3][1]
+    assert rep["malformed"] == 7 and len(rep["malformed_examples"]) == 5 and rep["unknown"] == {"no_such_event": 1}
+    assert [e["line"] for e in rep["malformed_examples"]][1:] == ["garbage 90", "garbage 120", "garbage 150",
+                                                                  "garbage 200"]
