@@ -170,12 +170,14 @@ class Batch:
         errs = {rid: {f: e for f, e in errors.items() if f in texts.get(rid, set())} for rid in runs}
         cs = {rid: self.ctxs[rid] for rid in runs}
         opts = next(iter(cs.values())).options
-        j = P.judged_pairs(self.df("deliver", runs), subs, pubs, matches,
-                           settle_s=_by_run({r: c.settle_s for r, c in cs.items()}), margin_s=opts.travel_margin_s,
-                           end_s=_by_run({r: c.end_s for r, c in cs.items()}), by=BY)
+        kw = dict(settle_s=_by_run({r: c.settle_s for r, c in cs.items()}), margin_s=opts.travel_margin_s,
+                  end_s=_by_run({r: c.end_s for r, c in cs.items()}), by=BY)
+        # counted on the hashed pairs; the exact ones read only for examples
+        j = P.judged_pairs(self.df("deliver", runs), subs, pubs, matches, **kw)
         fault, source = _fault_columns(cs)
         j = j.withColumn("fault", fault)
-        tally = {k[0]: v for k, v in P.pubsub_tally(j, pubs, F.col("fault"), source, BY).items()}
+        jh = P.judged_pairs(self.df("deliver", runs), subs, pubs, matches, hashed=True, **kw)
+        tally = {k[0]: v for k, v in P.pubsub_tally(jh, pubs, fault, source, BY, exact=j).items()}
         empty = {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}}
 
         def examples(name: str, df: DataFrame, key: str) -> dict[str, list]:

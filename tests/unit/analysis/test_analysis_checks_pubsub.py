@@ -130,3 +130,31 @@ def test_completeness_respects_settle_unsubscribe_and_end(spark):
     assert r.violations == 1 and r.examples[0]["client"] == "s-4" and r.examples[0]["pub_id"] == "p-0:5"
     ctx2 = context(spark, h, duration_s=10.5, options=AnalysisOptions(settle_s=3.0))
     assert check_completeness(ctx2).violations == 0  # settles at 7.5: nothing due
+
+
+def test_hashed_pairs_tally_as_the_exact_pairs(spark):
+    """The shared pass counts on pairs keyed by two 64-bit hashes (pubsub.checks.pair_key): on a
+    history with every kind of violation at once its tally is the exact pairs' tally."""
+    from pyspark.sql import functions as F
+
+    from testbed.analysis.pubsub.checks import _matching, fault_columns, judged_pairs, pubsub_tally
+
+    h = clean_history()
+    h["deliver"].append(dlv("s-0", "p-0", 3, 9.0, 5.0))  # a duplicate
+    h["deliver"].append(dlv("s-1", "p-0", 5, 7.1, 7.0))  # a non-matching delivery
+    h["deliver"].append(dlv("s-9", "p-0", 3, 5.1, 5.0))  # no subscription at all
+    h["deliver"].append(dlv("s-0", "p-7", 1, 3.0))  # an unknown publication
+    h["deliver"] = [d for d in h["deliver"] if d["pub_id"] not in ("p-0:7", "p-0:9")]  # two misses
+    timeline = [{"fault": 0, "op": "crash", "target": ["b1"], "planned_s": 8.0, "actual_s": 8.0,
+                 "status": "done", "window": [8.0, 8.5], "source": "{at: 8s, crash: b1}"}]  # + margin: 9.0 in, 11.0 out
+    ctx = context(spark, h, timeline=timeline)
+    subs, pubs, matches, _ = _matching(ctx)
+    kw = dict(settle_s=ctx.settle_s, margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+    fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+    exact = judged_pairs(ctx.df("deliver"), subs, pubs, matches, **kw)
+    hashed = judged_pairs(ctx.df("deliver"), subs, pubs, matches, hashed=True, **kw)
+    assert {"_k1", "_k2"} <= set(hashed.columns) and "pub_id" not in hashed.columns
+    want = pubsub_tally(exact, pubs, fault, source)
+    assert pubsub_tally(hashed, pubs, fault, source, exact=exact) == want
+    t = want[()]
+    assert (t["dup"], t["fm"], t["unknown"]) == (1, 2, 1) and sum(t["miss"].values()) == 2 and len(t["miss"]) == 2
