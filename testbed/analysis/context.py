@@ -6,6 +6,7 @@ re-analysed later from its run directory alone.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class AnalysisContext:
     run_dir: Path
     plan: dict[str, Any]  # plan.json as loaded
     manifest: dict[str, Any]
-    events: dict[str, DataFrame]
+    events: MutableMapping[str, DataFrame]  # ingest.Frames: each read on first use
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     windows: list[FaultWindow] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)  # shared between phases (check details, metrics)

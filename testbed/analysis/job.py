@@ -145,7 +145,7 @@ def analyze(run_dir: str | Path, *, spark_master: str | None = None, progress: P
                  f"{rep.malformed} malformed line(s), {sum(rep.unknown.values())} unknown; {how} "
                  f"({time.monotonic() - t:.1f} s)")
 
-        ctx = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
+        ctx = AnalysisContext.build(spark, path, plan, manifest, events, opts)
         from testbed.analysis import runtime_checks
 
         results: list[CheckResult] = []
@@ -253,7 +253,7 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
             how = "reused the stored Parquet" if rep.reused else "converted to Parquet"
             progress(f"ingest {path.name}: {rep.files} logs, {sum(rep.events.values())} events; {how} "
                      f"({time.monotonic() - t:.1f} s)")
-            ctxs[path.name] = AnalysisContext.build(spark, path, plan, manifest, dict(events), opts)
+            ctxs[path.name] = AnalysisContext.build(spark, path, plan, manifest, events, opts)
         progress(f"ingest: {len(reps)} runs, {sum(sum(r.events.values()) for r in reps.values())} events, "
                  f"{sum(1 for r in reps.values() if r.reused)} reused the stored Parquet "
                  f"({time.monotonic() - t_ingest:.1f} s)")
