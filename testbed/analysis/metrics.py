@@ -103,10 +103,6 @@ def per_second(events: DataFrame, value: str | None = None, by: tuple[str, ...] 
 
 
 # -- the metrics phase -----------------------------------------------------------------
-def _series(df: DataFrame) -> dict[int, int]:
-    return {int(r["second"]): int(r["n"] or 0) for r in df.collect()}
-
-
 def _bins(lo: float, hi: float) -> range:
     """The 1 s bins a window [lo, hi] touches (at least one)."""
     a = math.floor(lo)
@@ -117,16 +113,29 @@ def _in(series: dict[int, int], lo: float, hi: float) -> int:
     return sum(series.get(s, 0) for s in _bins(lo, hi))
 
 
+def per_second_series(parts: list[tuple[str, DataFrame, str | None]], by: tuple[str, ...] = ()) -> DataFrame:
+    """[(kind, events, value column or None)] -> [*by, second, n, kind]: every :func:`per_second`
+    in one query (one job and its planning, not one per series)."""
+    frames = [per_second(df, value, by=by).withColumn("kind", F.lit(kind)) for kind, df, value in parts]
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
 def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
     """Every metric as plain JSON-friendly values (also kept in ``ctx.results['metrics']``)."""
     rows: list = []
-    deliver_s: dict[int, int] = {}
     if ctx.has("deliver"):
         rows = latency_stats(latencies(ctx.df("deliver"), ctx.df("publish"))).collect()  # one job, no cache
-        deliver_s = _series(per_second(ctx.df("deliver")))
-    publish_s = _series(per_second(ctx.df("publish"))) if ctx.has("publish") else {}
-    drop_s = _series(per_second(ctx.df("drop"), "count")) if ctx.has("drop") else {}
-    return metrics_of(ctx, rows, deliver_s, publish_s, drop_s)
+    parts = [(kind, ctx.df(ev), value) for kind, ev, value in (("deliver", "deliver", None),
+                                                                ("publish", "publish", None),
+                                                                ("drop", "drop", "count")) if ctx.has(ev)]
+    series: dict[str, dict[int, int]] = {"deliver": {}, "publish": {}, "drop": {}}
+    if parts:
+        for r in per_second_series(parts).collect():
+            series[r["kind"]][int(r["second"])] = int(r["n"] or 0)
+    return metrics_of(ctx, rows, series["deliver"], series["publish"], series["drop"])
 
 
 def metrics_of(ctx: AnalysisContext, rows: list, deliver_s: dict[int, int], publish_s: dict[int, int],

@@ -158,3 +158,29 @@ def test_hashed_pairs_tally_as_the_exact_pairs(spark):
     assert pubsub_tally(hashed, pubs, fault, source, exact=exact) == want
     t = want[()]
     assert (t["dup"], t["fm"], t["unknown"]) == (1, 2, 1) and sum(t["miss"].values()) == 2 and len(t["miss"]) == 2
+
+
+def test_fifo_hashed_streams_never_hide_an_inversion(spark):
+    """check_fifo looks for inversions with (client, publisher) hashed and recounts exactly only
+    where it found some: streams that shared a hash would be one stream, which keeps every
+    inversion of each. Shown with the extreme collision: every stream given the same client and
+    publisher."""
+    from pyspark.sql import functions as F
+
+    from testbed.analysis.pubsub.checks import fifo_inversions
+
+    h = clean_history()
+    h["publish"] += [pub("p-1", seq, {"class": "STOCK"}, 2.0 + seq) for seq in range(1, 6)]
+    h["deliver"] += [dlv("s-0", "p-1", seq, 3.3 + i, 2.0 + seq) for i, seq in enumerate((1, 2, 4, 3, 5))]  # 3 after 4
+    for d in h["deliver"]:
+        if d["pub_id"] == "p-0:3":
+            d["s"] = 7.5  # s-0 receives p-0's seq 5 before its seq 3
+    ctx = context(spark, h)
+    exact = fifo_inversions(ctx.df("deliver"))
+    assert sorted((r["publisher"], r["seq"]) for r in exact.collect()) == [("p-0", 3), ("p-1", 3)]
+    assert fifo_inversions(ctx.df("deliver"), hashed=True).count() == 2
+    merged = ctx.df("deliver").withColumn("client", F.lit("x")).withColumn("publisher", F.lit("y"))
+    assert fifo_inversions(merged, hashed=True).count() >= 2
+    r = check_fifo(ctx)
+    assert not r.passed and r.violations == 2 and {e["publisher"] for e in r.examples} == {"p-0", "p-1"}
+    assert check_fifo(context(spark, clean_history())).violations == 0
