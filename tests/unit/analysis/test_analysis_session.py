@@ -63,3 +63,54 @@ def test_java_error_takes_the_exception_message():
     assert S.java_error(e) == "[X] Insufficient executor memory"
     assert S.java_error(Exception("plain")) == "plain"
 
+
+
+def test_class_archive_is_kept_only_when_its_jvm_exited_cleanly(tmp_path, monkeypatch):
+    """The first session writes the CDS archive at exit; _finish_cds keeps it only after a clean exit
+    (a truncated archive would crash the next JVM), one writer at a time, and TESTBED_SPARK_CDS=0
+    turns it all off."""
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    arch = S.cds_archive()
+    assert arch is not None and arch.parent == tmp_path / "testbed"
+    opts, writes = S._cds_options()
+    assert writes == arch and f"-XX:ArchiveClassesAtExit={arch}.{os.getpid()}.tmp" in opts
+    assert (arch.parent / (arch.name + ".writer")).read_text() == str(os.getpid())
+    assert S._cds_options() == ("", None)  # a live writer holds it: no second writer
+    tmp = arch.with_name(f"{arch.name}.{os.getpid()}.tmp")
+    for code, kept in ((3, False), (0, True)):
+        tmp.write_bytes(b"archive")
+        proc = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.read(); sys.exit({code})"],
+                                stdin=subprocess.PIPE)
+        S._finish_cds(proc, arch)  # closes its stdin (the gateway's signal to exit) and waits
+        assert arch.is_file() is kept and not tmp.exists()
+        assert not (arch.parent / (arch.name + ".writer")).exists()
+    opts, writes = S._cds_options()
+    assert writes is None and opts.startswith(f"-XX:SharedArchiveFile={arch} ")
+    arch.chmod(0o644)
+    arch.write_bytes(b"archiv")  # not the size its clean exit recorded: deleted, written anew
+    assert S._cds_options()[1] == arch and not arch.exists()
+    (arch.parent / (arch.name + ".writer")).write_text("999999999")  # a writer that died
+    assert S._cds_options()[1] == arch  # taken over
+    monkeypatch.setenv(S.CDS_ENV, "0")
+    assert S.cds_archive() is None and S._cds_options() == ("", None)
+
+
+def test_a_class_archive_the_jvm_refuses_is_dropped_and_the_session_starts(tmp_path):
+    """If the JVM will not start with the archive, it is deleted and the session starts without it:
+    in a fresh process (this one has its session), the archive a junk file the JVM must map."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    code = ("from testbed.analysis import session as S; a = S.cds_archive(); a.parent.mkdir(parents=True); "
+            "a.write_bytes(b'junk' * 1024); "
+            "S._cds_options = lambda: (f'-XX:SharedArchiveFile={a} -Xshare:on', None); "
+            "s = S.spark_session(conf=S.SMALL_DATA_CONF); print(s.range(3).count(), a.exists()); s.stop()")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["3", "False"]
