@@ -153,12 +153,30 @@ def _finish_cds(proc, arch: Path) -> None:
             proc.wait(timeout=120)
         if proc.returncode == 0 and tmp.is_file() and tmp.stat().st_size > 0 and not arch.exists():
             arch.with_name(arch.name + ".size").write_text(str(tmp.stat().st_size))
+            import pyspark
+
+            arch.with_name(arch.name + ".pyspark").write_text(os.path.dirname(pyspark.__file__))
             os.replace(tmp, arch)
+            _drop_orphan_archives(arch.parent)
     except Exception:  # noqa: BLE001 - a cache: never fail an exit for it
         pass
     finally:
         tmp.unlink(missing_ok=True)
         arch.with_name(arch.name + ".writer").unlink(missing_ok=True)
+
+
+def _drop_orphan_archives(cache: Path) -> None:
+    """Delete the archives (and their records) of pyspark installs that are gone (a removed
+    virtualenv or clone): about 180 MB each, and nothing could use them."""
+    for rec in cache.glob("spark-cds-*.jsa.pyspark"):
+        try:
+            if os.path.isdir(rec.read_text().strip()):
+                continue
+        except OSError:
+            continue
+        base = rec.name[: -len(".pyspark")]
+        for suffix in ("", ".size", ".pyspark"):
+            (cache / (base + suffix)).unlink(missing_ok=True)
 
 
 def _scratch_dir() -> Path:

@@ -85,8 +85,13 @@ def test_class_archive_is_kept_only_when_its_jvm_exited_cleanly(tmp_path, monkey
         tmp.write_bytes(b"archive")
         proc = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdin.read(); sys.exit({code})"],
                                 stdin=subprocess.PIPE)
+        gone = arch.parent / "spark-cds-0000.jsa"  # the archive of a pyspark install removed since
+        for suffix, text in (("", "x"), (".size", "1"), (".pyspark", str(tmp_path / "no-such-venv"))):
+            (arch.parent / (gone.name + suffix)).write_text(text)
         S._finish_cds(proc, arch)  # closes its stdin (the gateway's signal to exit) and waits
         assert arch.is_file() is kept and not tmp.exists()
+        assert gone.exists() is not kept  # dropped once an archive is written
+        assert not kept or not list(arch.parent.glob("spark-cds-0000.jsa*"))
         assert not (arch.parent / (arch.name + ".writer")).exists()
     opts, writes = S._cds_options()
     assert writes is None and opts.startswith(f"-XX:SharedArchiveFile={arch} ")
