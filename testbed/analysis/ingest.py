@@ -23,8 +23,8 @@ wall clock corrected by the manifest clock offset of its host:
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
 from collections.abc import MutableMapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -608,7 +608,7 @@ class _Converter:
             for k in left:
                 ty = et.fields[k]
                 vals = [convert(d.get(k), ty) for d in objs]
-                if not exact and ty != "int" and ty != "float" and ty != "bool":
+                if not exact and ty not in ("int", "float", "bool"):  # those convert alike either way
                     for i, v in enumerate(vals):
                         if _inexact(v):  # decoded again by json: a big integer stays an integer
                             vals[i] = convert(json.loads(lines[i]).get(k), ty)
@@ -752,23 +752,22 @@ def _convert_threaded(conv: "_Converter", logs: list[Path], threads: int) -> Non
 
 
 def convert_logs(logs: list[Path], out: Path, registry: dict[str, EventType], nodes, offsets: dict[str, int],
-                 report: IngestReport, protocol: str | None = None, threads: int | None = None) -> int | None:
+                 report: IngestReport, protocol: str | None = None) -> int | None:
     """Every log, streamed block by block, into Parquet under ``out/<ev>/``, ``out/_unknown/`` and
     ``out/_malformed/``; fills ``report``; returns the earliest ``t`` of an event line (or None).
     Memory is bounded by a few blocks and the rows buffered per event type, not by the run's size.
-    ``threads`` (default ``INGEST_THREADS``): blocks converted at once (same output)."""
-    threads = INGEST_THREADS if threads is None else threads
+    ``INGEST_THREADS`` blocks are converted at once (the output is one thread's)."""
     sink = _Sink(out)
     from testbed.protocols import run_event_protocols
 
     conv = _Converter(registry, nodes, offsets, sink, report, run_event_protocols(protocol))
     try:
-        if threads <= 1:
+        if INGEST_THREADS <= 1:
             for p in logs:
                 for block in _blocks(p):
                     conv.block(p.name, block)
         else:
-            _convert_threaded(conv, logs, threads)
+            _convert_threaded(conv, logs, INGEST_THREADS)
     finally:
         sink.close()
     report.unknown_nodes = sorted(conv.nodes_seen - set(nodes))
@@ -843,7 +842,7 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
         target = tmp / "parquet"
     meta, report = ensure_parquet(run_dir, reuse=reuse, target=target)
     root = target if target is not None else Path(run_dir) / "analysis" / "parquet"
-    out = Ingested(_load(spark, root, meta)._loaders)
+    out = Ingested(_loaders(spark, root, meta))
     out.report = report
     return out
 
@@ -869,11 +868,16 @@ def load_parquet(spark: SparkSession, run_dir: str | Path, *, meta: dict[str, An
     return _load(spark, Path(run_dir) / "analysis" / "parquet", meta)
 
 
-def _load(spark: SparkSession, root: Path, meta: dict[str, Any]) -> Frames:
+def _loaders(spark: SparkSession, root: Path, meta: dict[str, Any]) -> dict[str, Callable[[], DataFrame]]:
+    """{event type: opens its stored Parquet} for every type the ingest stored."""
     registry = all_events()
     t0 = int(meta["t0_wall_ns"])
-    return Frames({ev: (lambda ev=ev: read_event(spark, root / ev, registry[ev], t0))
-                   for ev in sorted(meta["report"]["events"]) if ev in registry and (root / ev).is_dir()})
+    return {ev: (lambda ev=ev: read_event(spark, root / ev, registry[ev], t0))
+            for ev in sorted(meta["report"]["events"]) if ev in registry and (root / ev).is_dir()}
+
+
+def _load(spark: SparkSession, root: Path, meta: dict[str, Any]) -> Frames:
+    return Frames(_loaders(spark, root, meta))
 
 
 def _read_json(path: Path, required: bool = True) -> Any:

@@ -128,9 +128,8 @@ def compute_metrics(ctx: AnalysisContext) -> dict[str, Any]:
     rows: list = []
     if ctx.has("deliver"):
         rows = latency_stats(latencies(ctx.df("deliver"), ctx.df("publish"))).collect()  # one job, no cache
-    parts = [(kind, ctx.df(ev), value) for kind, ev, value in (("deliver", "deliver", None),
-                                                                ("publish", "publish", None),
-                                                                ("drop", "drop", "count")) if ctx.has(ev)]
+    parts = [(ev, ctx.df(ev), value) for ev, value in (("deliver", None), ("publish", None), ("drop", "count"))
+             if ctx.has(ev)]
     series: dict[str, dict[int, int]] = {"deliver": {}, "publish": {}, "drop": {}}
     if parts:
         for r in per_second_series(parts).collect():

@@ -88,6 +88,12 @@ CDS_ENV = "TESTBED_SPARK_CDS"
 _CDS_QUIET = "-Xlog:cds*=off -Xlog:class+path*=off"  # a stale archive is ignored, not reported
 
 
+def _beside(arch: Path, what: str) -> Path:
+    """A record kept next to the archive: ``size`` (what a clean exit wrote), ``writer`` (the pid
+    writing it), ``pyspark`` (the install it belongs to)."""
+    return arch.with_name(f"{arch.name}.{what}")
+
+
 def cds_archive() -> Path | None:
     """Where this pyspark and Java's class archive is (made or not), or None when turned off."""
     import hashlib
@@ -111,7 +117,7 @@ def _cds_options() -> tuple[str, Path | None]:
     arch = cds_archive()
     if arch is None:
         return "", None
-    size = arch.with_name(arch.name + ".size")
+    size = _beside(arch, "size")
     if arch.is_file():
         try:
             if int(size.read_text()) == arch.stat().st_size:
@@ -119,7 +125,7 @@ def _cds_options() -> tuple[str, Path | None]:
         except (OSError, ValueError):
             pass
         arch.unlink(missing_ok=True)  # not the archive a clean exit left: never map it
-    lock = arch.with_name(arch.name + ".writer")  # one writer at a time: the pid of the session writing it
+    lock = _beside(arch, "writer")  # one writer at a time: the pid of the session writing it
     try:
         arch.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -137,13 +143,13 @@ def _cds_options() -> tuple[str, Path | None]:
             f.write(str(os.getpid()))
     except OSError:
         return "", None
-    return f"-XX:ArchiveClassesAtExit={arch}.{os.getpid()}.tmp {_CDS_QUIET}", arch
+    return f"-XX:ArchiveClassesAtExit={_beside(arch, f'{os.getpid()}.tmp')} {_CDS_QUIET}", arch
 
 
 def _finish_cds(proc, arch: Path) -> None:
     """At exit: let the JVM exit (it writes its archive then) and keep the archive only if it did so
     cleanly (a truncated archive would crash the next JVM)."""
-    tmp = arch.with_name(f"{arch.name}.{os.getpid()}.tmp")
+    tmp = _beside(arch, f"{os.getpid()}.tmp")
     try:
         if proc.poll() is None:
             try:
@@ -152,17 +158,17 @@ def _finish_cds(proc, arch: Path) -> None:
                 pass
             proc.wait(timeout=120)
         if proc.returncode == 0 and tmp.is_file() and tmp.stat().st_size > 0 and not arch.exists():
-            arch.with_name(arch.name + ".size").write_text(str(tmp.stat().st_size))
+            _beside(arch, "size").write_text(str(tmp.stat().st_size))
             import pyspark
 
-            arch.with_name(arch.name + ".pyspark").write_text(os.path.dirname(pyspark.__file__))
+            _beside(arch, "pyspark").write_text(os.path.dirname(pyspark.__file__))
             os.replace(tmp, arch)
             _drop_orphan_archives(arch.parent)
     except Exception:  # noqa: BLE001 - a cache: never fail an exit for it
         pass
     finally:
         tmp.unlink(missing_ok=True)
-        arch.with_name(arch.name + ".writer").unlink(missing_ok=True)
+        _beside(arch, "writer").unlink(missing_ok=True)
 
 
 def _drop_orphan_archives(cache: Path) -> None:
@@ -331,18 +337,18 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
             arch = cds_archive()
             if arch is not None:
                 arch.unlink(missing_ok=True)
-                arch.with_name(arch.name + ".size").unlink(missing_ok=True)
+                _beside(arch, "size").unlink(missing_ok=True)
             cds, writes = "", None
             spark = build("")
     except Exception as e:  # noqa: BLE001 - a JVM/cluster start failure is one line for the user
         if writes is not None:
-            writes.with_name(writes.name + ".writer").unlink(missing_ok=True)
+            _beside(writes, "writer").unlink(missing_ok=True)
         raise AnalysisError(f"spark ({master}): cannot start a session: {java_error(e)[:300]}") from None
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     if writes is not None:
         if proc is not None:
             atexit.register(_finish_cds, proc, writes)
         else:
-            writes.with_name(writes.name + ".writer").unlink(missing_ok=True)
+            _beside(writes, "writer").unlink(missing_ok=True)
     spark.sparkContext.setLogLevel("WARN")
     return spark
