@@ -28,7 +28,7 @@ import msgpack
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from testbed.nodes.gryphon.broker import GryphonBroker  # noqa: E402
+from testbed.protocols.gryphon.nodes.broker import GryphonBroker  # noqa: E402
 
 EPOCH_NS = 1_800_000_000_000_000_000
 

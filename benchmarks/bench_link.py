@@ -147,7 +147,7 @@ def bench_import(reps: int = 7) -> dict:
         return time.perf_counter() - t
     py = sys.executable
     base = statistics.median(wall([py, "-c", "pass"]) for _ in range(reps))
-    full = statistics.median(wall([py, "-c", "import testbed.nodes.runtime.node_main, testbed.nodes.echo.node"])
+    full = statistics.median(wall([py, "-c", "import testbed.nodes.runtime.node_main, testbed.protocols.echo.nodes.node"])
                              for _ in range(reps))
     return {"python_startup_s": round(base, 4), "with_runtime_import_s": round(full, 4),
             "runtime_import_s": round(full - base, 4)}

@@ -29,8 +29,8 @@ import msgpack
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from testbed.nodes.ordering.core import CREATE_PUB_TS, FILL_IN_SUB_TS, TMHost  # noqa: E402
-from testbed.nodes.ordering.workload import Popularity, client_subscriptions  # noqa: E402
+from testbed.protocols.ordering.nodes.core import CREATE_PUB_TS, FILL_IN_SUB_TS, TMHost  # noqa: E402
+from testbed.protocols.ordering.nodes.workload import Popularity, client_subscriptions  # noqa: E402
 
 
 def in_process(requests: int) -> dict:

@@ -34,7 +34,7 @@ import msgpack
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from testbed.nodes.transactions.broker import TxBroker  # noqa: E402
+from testbed.protocols.transactions.nodes.broker import TxBroker  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- 1. end to end

@@ -24,7 +24,7 @@ REPORT_KEYS = ("files", "lines", "events", "malformed", "malformed_by_file", "un
 def dump(out_dir: Path, srcs: list[Path]) -> None:
     from testbed.analysis.ingest import ingest
     from testbed.analysis.session import spark_session
-    from testbed.protocols import all_events
+    from testbed.registry import all_events
 
     spark = spark_session()
     reg = all_events()

@@ -4,7 +4,7 @@
     PYTHONPATH=. python scripts/ordering_sweep.py [-n 20] [--seed 100] [--fault any|none|pause|crash]
                                                   [--duration 8] [--out runs/ordering-sweep]
 
-Each seed draws a topology with testbed.analysis.ordering.randomized.generate (2-5 sites,
+Each seed draws a topology with testbed.protocols.ordering.analysis.randomized.generate (2-5 sites,
 1-5 TM servers, range/hash placement, 1-3 brokers per site, groups on one or several
 brokers, 1-120 ms with/without jitter, no fault / TM pause / TM crash+restart), runs it on
 local processes (no Spark) and checks the nodes' logs. Prints one line per run and a
@@ -22,8 +22,8 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from testbed.analysis.ordering.randomized import FAULTS, describe, generate
-    from testbed.testing.ordering_random import run_and_check
+    from testbed.protocols.ordering.analysis.randomized import FAULTS, describe, generate
+    from testbed.protocols.ordering.sweep import run_and_check
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("-n", type=int, default=20, help="number of topologies (default 20)")

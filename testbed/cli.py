@@ -34,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     topo(sp)
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("predict", help="what every plan of a topology predicts, from the plan alone (no nodes "
-                                        "run), for protocols with a predictor (ordering: forwarding share per "
-                                        "TM server and chain latency)")
+                                        "run), for protocols with a predictor (its analysis' predict.py: e.g. "
+                                        "the load per server and latencies the plan implies)")
     sp.add_argument("file", help="topology YAML file")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a template variable (repeatable)")
     sp.add_argument("--json", action="store_true", help="one JSON object per plan, one per line")
@@ -117,6 +117,16 @@ def _parser() -> argparse.ArgumentParser:
     _spark_args(sp)
     sp = sub.add_parser("completion", help="print the shell completion script: source <(testbed completion bash)")
     sp.add_argument("shell", choices=["bash", "zsh"])
+    sp = sub.add_parser("protocol", help="the protocols this testbed knows, and a new one's skeleton")
+    psub = sp.add_subparsers(dest="protocol_cmd", required=True, metavar="ACTION")
+    pl = psub.add_parser("list", help="every registered protocol: where it comes from and which parts it has")
+    pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    pn = psub.add_parser("new", help="write a runnable skeleton protocol package (topology, node, events, "
+                                     "a check, a smoke topology, a test)")
+    pn.add_argument("name", help="the protocol's name (a lower-case Python identifier)")
+    pn.add_argument("--external", metavar="DIR",
+                    help="a distribution of its own in DIR (pip install -e DIR), instead of "
+                         "testbed/protocols/NAME in this source checkout")
     sp = sub.add_parser("image", help="the node image for the docker/ansible providers")
     isub = sp.add_subparsers(dest="image_cmd", required=True, metavar="ACTION")
     b = isub.add_parser("build", help="build the node image")
@@ -124,6 +134,40 @@ def _parser() -> argparse.ArgumentParser:
                    help="first make a local Debian base with debootstrap (no registry needed)")
     b.add_argument("--base", help="base image (default python:3.11-slim)")
     return p
+
+
+def _protocol(args: argparse.Namespace) -> int:
+    from testbed import registry, ui
+
+    if args.protocol_cmd == "list":
+        rows = []
+        for p in registry.registry():
+            parts = [k for k in ("nodes", "analysis", "experiments") if getattr(p, k)]
+            rows.append({"name": p.name, "source": p.source, "package": p.package, "builds_on": list(p.builds_on),
+                         "parts": ["topology", *parts], "runnable": p.runnable,
+                         "topologies": str(p.topologies_dir()) if p.topologies_dir() else None})
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps({"protocols": rows}))
+        else:
+            for r in rows:
+                extra = f"  builds on {', '.join(r['builds_on'])}" if r["builds_on"] else ""
+                ui.plain(f"{r['name']:<14} {r['source']:<10} {' '.join(r['parts'])}{extra}")
+        return 0
+    from pathlib import Path
+
+    from testbed import scaffold
+
+    if args.external:
+        w = scaffold.new_external(args.name, Path(args.external))
+    else:
+        w = scaffold.new_builtin(args.name)
+    ui.plain(f"protocol {args.name}: {len(w.files)} files written in {w.package_dir}")
+    for f in w.files:
+        ui.plain(f"  {f}")
+    ui.plain(f"run it: {w.how_to_run}")
+    return 0
 
 
 def _spark_args(sp: argparse.ArgumentParser) -> None:
@@ -187,7 +231,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.cmd == "predict":
         import json
 
-        from testbed import protocols
+        from testbed import registry as protocols
         from testbed.errors import UsageError
 
         for plan in api.plans(args.file, api.parse_set(args.set)):
@@ -344,6 +388,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         sys.stdout.write(script(args.shell))
         return 0
+    if args.cmd == "protocol":
+        return _protocol(args)
     if args.cmd == "image":
         with ui.Live("image build", ui.ETA([("build", None)], history_key="image-build", guess=60.0)) as live:
             live.phase("build", "building the node image")

@@ -1,7 +1,7 @@
 """The ``--json`` outputs of the CLI: one JSON document on stdout, shapes documented in docs/cli.md.
 
 Everything here is strict JSON (``json.loads`` in any language, ``jq``): infinite
-floats (e.g. gryphon's ``dct: inf``) become the strings ``"inf"`` / ``"-inf"``
+floats (e.g. a parameter ``dct: inf``) become the strings ``"inf"`` / ``"-inf"``
 and NaN becomes ``null``. Progress lines keep going to stderr, so
 ``testbed run x.yaml --json | jq .`` works.
 """

@@ -22,7 +22,7 @@ Layout (each module's docstring has the details):
     job.py        analyze(): the phases in order
     synthetic.py  a synthetic pub/sub run directory (tests, benchmarks, trying things out)
 
-Extending for a protocol ``p`` (the protocol registry, :mod:`testbed.protocols`,
+Extending for a protocol ``p`` (the protocol registry, :mod:`testbed.registry`,
 finds these by convention): checks in ``p/checks.py`` as ``CHECKS = [...]``
 (each ``fn(ctx) -> CheckResult``, typically ``summarize(name, description,
 violations_df, ...)``), figures in ``p/figures.py`` as ``FIGURES = [...]`` (each

@@ -30,7 +30,7 @@ from testbed.errors import AnalysisError
 
 def ensure_ingested(spark: SparkSession, run_dirs: list[str | Path]) -> dict[str, dict]:
     """{run_id: stored-ingest metadata} for every run (ingesting those whose Parquet is missing or stale)."""
-    from testbed.analysis.ingest import ensure_parquet
+    from testbed.analysis.convert import ensure_parquet
 
     out: dict[str, dict] = {}
     for d in run_dirs:

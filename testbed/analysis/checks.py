@@ -1,14 +1,19 @@
 """History checks: the result type and helpers every protocol's checks use.
 
 A check is a function ``check(ctx: AnalysisContext) -> CheckResult``. A
-protocol lists its checks in ``analysis/<protocol>/checks.py`` as a module-level
-``CHECKS = [...]``; the protocol registry (:mod:`testbed.protocols`) finds
-them (``testbed.protocols.checks_for(protocol)``). A protocol built on the
-pub/sub core includes the core's checks by listing them:
-``from testbed.analysis.pubsub.checks import CHECKS as PUBSUB``.
+protocol lists its checks in ``<its package>/analysis/checks.py`` as a module-level
+``CHECKS = [...]``; the protocol registry (:mod:`testbed.registry`) finds
+them (``testbed.registry.checks_for(protocol)``). A protocol built on another
+(``BUILDS_ON``) includes that one's checks by listing them beside its own.
+
+A completeness check (every expected delivery made) leaves its details in
+``ctx.results[COMPLETENESS]``, with ``attributed_by_fault`` ({fault: misses it excuses}); the
+generic metrics read the per-fault counts from there, whatever the protocol.
 """
 
 from __future__ import annotations
+
+COMPLETENESS = "completeness"  # ctx.results key of a completeness check's details (see above)
 
 from dataclasses import dataclass, field
 from typing import Any

@@ -45,7 +45,7 @@ class AnalysisContext:
 
     @property
     def protocol(self) -> str:
-        return str(self.plan.get("protocol", "pubsub"))
+        return str(self.plan.get("protocol", ""))
 
     def df(self, ev: str) -> DataFrame:
         """The ingested events of one type; an empty, correctly typed DataFrame when the run has none."""

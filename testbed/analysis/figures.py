@@ -7,7 +7,7 @@ Generic figures, drawn whenever the run has ``deliver`` events:
 
 Protocol figures: ``analysis/<protocol>/figures.py`` lists ``FIGURES = [fn, ...]``,
 each ``fn(ctx, out_dir) -> list[Path]``; the protocol registry finds them
-(``testbed.protocols.figures_for(protocol)``).
+(``testbed.registry.figures_for(protocol)``).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def draw_all(ctx, metrics: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [p for p in (latency_cdf(metrics, out_dir / "latency_cdf.png"),
                          delivered_rate(metrics, out_dir / "delivered_rate.png")) if p is not None]
-    from testbed.protocols import figures_for
+    from testbed.registry import figures_for
 
     for fn in figures_for(ctx.protocol):
         paths.extend(Path(p) for p in (fn(ctx, out_dir) or []))

@@ -78,7 +78,7 @@ def run_checks(ctx) -> Iterator[tuple[CheckResult, float]]:
     with its seconds. A checker that raises fails its own check ("the checker itself failed"), not
     the analysis."""
     from testbed.analysis import runtime_checks
-    from testbed.protocols import checks_for
+    from testbed.registry import checks_for
 
     yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.CHECKS)
 
@@ -214,18 +214,18 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
     """Analyse many runs in one session, the checks every run shares and the metrics computed once
     over all of them (``batch_checks``): each run's outputs equal its analysis alone (``analyze``).
 
-    The pub/sub core's checks (for the runs whose protocol lists them), ``control_provenance`` and
+    The protocols' batch parts (each check for the runs whose protocol lists it), ``control_provenance`` and
     the metrics are a fixed number of Spark jobs for the whole batch; a protocol's own checks and
     figures still run per run, on that run's own context.
     """
     from testbed.analysis import runtime_checks
-    from testbed.analysis.batch_checks import BATCHED, Batch
+    from testbed.analysis.batch_checks import Batch, batched
     from testbed.analysis.checks import CheckResult
     from testbed.analysis.context import AnalysisContext, AnalysisOptions
     from testbed.analysis.ingest import ingest
     from testbed.analysis.report import write_json
     from testbed.analysis.session import tune_for_input
-    from testbed.protocols import checks_for
+    from testbed.registry import checks_for
 
     valid = [validate_run_dir(d) for d in run_dirs]
     names = [p.name for p, _, _ in valid]
@@ -259,13 +259,13 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
                  f"({time.monotonic() - t_ingest:.1f} s)")
         batch = Batch(spark, ctxs, progress)
         batch.run()
+        BATCHED = batched()
         out = []
         for i, (rid, ctx) in enumerate(ctxs.items()):
             t_run = time.monotonic()
             progress(f"analysis [{i + 1}/{len(ctxs)}]: {ctx.run_dir}")
             results: list[CheckResult] = []
-            if rid in batch.completeness:  # what the metrics' per-fault counts read, as a run alone
-                ctx.results["pubsub.completeness"] = batch.completeness[rid]
+            ctx.results.update(batch.shared.get(rid, {}))  # e.g. what the metrics' per-fault counts read
             for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
                 name = BATCHED.get(chk)
                 if name is not None and name in batch.results[rid]:

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from testbed.analysis.checks import COMPLETENESS
 from testbed.analysis.context import AnalysisContext
 
 CDF_POINTS = 201  # quantiles per site pair for the CDF figure
@@ -160,7 +161,7 @@ def metrics_of(ctx: AnalysisContext, rows: list, deliver_s: dict[int, int], publ
     steady = [deliver_s.get(s, 0) for s in range(0, int(ctx.end_s))]
     mean_rate = sum(steady) / len(steady) if steady else 0.0
     m["delivered_per_s_mean"] = mean_rate
-    attributed = (ctx.results.get("pubsub.completeness") or {}).get("attributed_by_fault", {})
+    attributed = (ctx.results.get(COMPLETENESS) or {}).get("attributed_by_fault", {})
     for w in ctx.windows:
         lo, hi = w.actual if w.actual is not None else w.planned
         span = float(len(_bins(lo, hi)))

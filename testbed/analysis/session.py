@@ -261,7 +261,7 @@ def tune_for_input(spark: SparkSession, input_bytes: int) -> int:
     for k, v in (("spark.sql.adaptive.enabled", "false" if small else "true"),
                  ("spark.sql.codegen.wholeStage", "false" if small else "true"),
                  # a large run's scans in FILE_SPLITS_PER_CORE pieces per core (its Parquet row groups are
-                 # small: ingest._ROWS_PER_FLUSH), so that no core waits for another's larger share
+                 # small: convert._ROWS_PER_FLUSH), so that no core waits for another's larger share
                  ("spark.sql.files.minPartitionNum", str(1 if small else FILE_SPLITS_PER_CORE * cores)),
                  ("spark.sql.files.openCostInBytes", str(4 << 20 if small else 1 << 20))):
         if k not in _CONFIGURED["conf"]:

@@ -58,7 +58,7 @@ def _entries(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> tuple[list[
 
 
 def fault_windows(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> list[FaultWindow]:
-    """The faults' windows. A protocol's own schedule actions (``call`` entries, e.g. mobility's
+    """The faults' windows. A protocol's own schedule actions (``call`` entries, e.g. a mobile client's
     move and reject) are not faults: nothing is attributed to them (the protocol's checks judge
     them), so they have no window here; the report's timeline table still lists them."""
     entries, from_manifest = _entries(manifest, plan_dict)

@@ -28,7 +28,7 @@ ENV = "TESTBED_EXPERIMENTS"
 
 
 def _modules() -> list[str]:
-    from testbed import protocols
+    from testbed import registry as protocols
 
     names = [p.experiments for p in protocols.registry() if p.experiments]
     names += [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
@@ -48,7 +48,7 @@ def papers() -> dict[str, Paper]:
 
 def paper_names() -> list[str]:
     """For the CLI's choices: the protocols with an experiments part, without importing them."""
-    from testbed import protocols
+    from testbed import registry as protocols
 
     names = protocols.reproducible()
     if os.environ.get(ENV):

@@ -39,8 +39,10 @@ class Grid:
     ``set``: ``--set`` values common to every point (``scale`` is always added).
     ``repeats``: per scale, runs per point (seeds). ``analyze``: run the per-run Spark analysis
     (Parquet + checks.json in the run directory) right after the run.
-    ``compute``: for grids that run nothing (a pure function of the plan, e.g. Fig 7's timestamp
-    sizes): ``compute(plan) -> dict`` stored in the index instead of a run directory.
+    ``compute``: for grids whose entries are computed rather than one run each (a pure function
+    of the plan, such as a figure's sizes computed from the placement; or an entry that makes runs
+    of its own, such as a search): ``compute(plan, ctx) -> dict`` stored in the index instead of a
+    run directory; ``ctx`` is the reproduction's :class:`testbed.experiments.runner.ComputeContext`.
     """
 
     name: str
@@ -49,7 +51,7 @@ class Grid:
     set: dict[str, Any] = field(default_factory=dict)
     repeats: dict[str, int] = field(default_factory=lambda: {"quick": 3, "paper": 3})
     analyze: bool = False
-    compute: Callable[[Any], dict[str, Any]] | None = None
+    compute: Callable[[Any, Any], dict[str, Any]] | None = None
     pass_scale: bool = True  # add ``scale=<scale>`` to the --set values
 
     def topology_name(self, scale: str) -> str:

@@ -10,7 +10,6 @@ in the :class:`Context`; the runner writes them to ``<out>/<paper>/`` (``result.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import json
 import signal
@@ -335,28 +334,55 @@ def _make_in_parallel(jobs: int, ws: list[Work], announce, make, finish, compute
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-#: Runs made at a time by the reproduction being made (``run_grids``' ``jobs``), for a computed
-#: entry that makes runs of its own (e.g. the transactions paper's BL-WAIT wait search).
-JOBS: contextvars.ContextVar[int] = contextvars.ContextVar("testbed_reproduce_jobs", default=1)
+@dataclass
+class ComputeContext:
+    """What a computed grid entry is given, ``Grid.compute(plan, ctx)``: what it may need of the
+    reproduction making it, explicitly (no module state, no context variables).
+
+    ``jobs``: runs this reproduction makes at a time (a computed entry that makes runs of its own,
+    e.g. a wait search, may make two at once when it is more than 1); ``runs_dir``: the root its
+    runs go under (``--runs-dir``, else ``$TESTBED_RUNS``, else ./runs); ``memo``: shared by the
+    paper's computed entries of this one reproduction (a search made once, reused by its samples);
+    :meth:`spark`: the reproduction's Spark session, made on first use (and stopped with it);
+    :meth:`run`: make one run, tried again once when it fails to come up, as the runner does."""
+
+    paper: str = ""
+    scale: str = "quick"
+    provider: str | None = None
+    jobs: int = 1
+    runs_dir: Path = field(default_factory=lambda: _default_runs_root())
+    memo: dict[str, Any] = field(default_factory=dict)
+    get_spark: Callable[[], Any] | None = None
+
+    def spark(self) -> Any:
+        if self.get_spark is not None:
+            return self.get_spark()
+        from testbed.analysis.session import spark_session
+
+        return spark_session()
+
+    def run(self, plan: Any, path: str, set_vars: dict[str, Any], root: Path,
+            failed: list[dict[str, Any]] | None = None) -> Path:
+        """One run of ``plan`` (from the topology ``path`` with ``set_vars``) under ``root``; a run that
+        raises (it did not come up) is made again, up to RUN_ATTEMPTS, each failure appended to
+        ``failed`` as ``{"error": ...}``."""
+        from testbed import api
+        from testbed.errors import TestbedError
+
+        quiet = lambda *a: None  # noqa: E731
+        for _ in range(1, RUN_ATTEMPTS):
+            try:
+                return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
+            except TestbedError as e:
+                if failed is not None:
+                    failed.append({"error": f"{type(e).__name__}: {e}"})
+        return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
 
 
-def jobs_now() -> int:
-    """Runs at a time of the reproduction this thread is making (1 outside one)."""
-    return JOBS.get()
-
-
-#: The runs directory of the reproduction being made (``run_grids``' ``runs_dir``), for a
-#: computed entry that makes runs of its own (the transactions BL-WAIT search).
-RUNS_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("testbed_reproduce_runs_dir",
-                                                                      default=None)
-
-
-def runs_dir_now() -> Path:
-    """The runs directory of the reproduction this thread is making (``--runs-dir``, else
-    ``$TESTBED_RUNS``, else ./runs)."""
+def _default_runs_root() -> Path:
     from testbed.runs.rundir import runs_root
 
-    return runs_root(RUNS_DIR.get())
+    return runs_root(None)
 
 
 def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
@@ -426,20 +452,24 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
             return
         record(w, entry, rd, dt)
 
-    def analyze_waiting() -> None:
-        """Analyse the waiting runs in one batch; each run's share of its time counts as its own."""
+    def get_spark() -> Any:
         nonlocal spark
-        if not waiting:
-            return
-        batch = waiting[:]
-        waiting.clear()
-        t = time.monotonic()
         if spark is None:
             from testbed.analysis.session import spark_session
 
             spark = spark_session(spark_master)
             if session is not None:
                 session["spark"] = spark
+        return spark
+
+    def analyze_waiting() -> None:
+        """Analyse the waiting runs in one batch; each run's share of its time counts as its own."""
+        if not waiting:
+            return
+        batch = waiting[:]
+        waiting.clear()
+        t = time.monotonic()
+        get_spark()
         if len(batch) > 1:
             progress(f"{paper.name}: analysing {len(batch)} runs at once")
         api.analyze_runs([str(rd.path) for _, _, rd, _ in batch], spark_master=spark_master)
@@ -466,12 +496,14 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
         stats["run_s"] += dt
         index.put(w.key, entry)
 
+    cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=jobs, runs_dir=runs_root(runs_dir),
+                          get_spark=get_spark)
+
     def compute(w: Work, entry: dict[str, Any]) -> None:
         t = time.monotonic()
-        entry["row"] = w.grid.compute(w.plan)
+        entry["row"] = w.grid.compute(w.plan, cctx)
         record(w, entry, None, time.monotonic() - t)
 
-    jobs_token, dir_token = JOBS.set(jobs), RUNS_DIR.set(runs_dir)
     try:
         with _sigterm_interrupts():
             if jobs == 1:
@@ -487,8 +519,6 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
                                   root, progress)
             analyze_waiting()  # the last batch
     finally:
-        JOBS.reset(jobs_token)
-        RUNS_DIR.reset(dir_token)
         if spark is not None and session is None:
             spark.stop()
     for i, (w, point, r) in enumerate(work):

@@ -1,20 +1,22 @@
 """Where a paper's topology templates are found (no reaching out of the package by ``parents[3]``).
 
-Search path, first hit wins, for ``<dir>/<paper>/<file>``:
+Search path, first hit wins, for ``<paper>/<file>``:
 
-1. every directory in ``$TESTBED_TOPOLOGIES`` (``os.pathsep``-separated): your own copies;
-2. ``<sys.prefix>/share/testbed/topologies``: where an installed wheel puts the repository's
-   ``topologies/`` (``[tool.setuptools.data-files]`` in pyproject.toml);
-3. the source checkout's ``topologies/`` (beside the ``testbed`` package: a development install).
+1. ``<dir>/<paper>/<file>`` for every directory in ``$TESTBED_TOPOLOGIES``
+   (``os.pathsep``-separated): your own copies;
+2. the protocol's own ``topologies/`` folder (``testbed/protocols/<paper>/topologies/`` for a
+   built-in, ``<package>/topologies/`` for an external protocol): package data, so an installed
+   wheel has every paper's files;
+3. the source checkout's ``topologies/<paper>/`` (beside the ``testbed`` package).
 
-The templates stay in the repository's ``topologies/<paper>/`` so that users run, copy and edit
-them there (``testbed run topologies/ordering/smoke.yaml``); the reproduction reads the same files.
+In a checkout, ``topologies/<paper>`` is a link to the protocol's folder, so users run, copy and
+edit the files there (``testbed run topologies/<paper>/smoke.yaml``); the reproduction reads
+the same files.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from testbed.errors import UsageError
@@ -22,11 +24,25 @@ from testbed.errors import UsageError
 ENV = "TESTBED_TOPOLOGIES"
 
 
-def search_path() -> list[Path]:
-    out = [Path(p) for p in os.environ.get(ENV, "").split(os.pathsep) if p]
-    out.append(Path(sys.prefix) / "share" / "testbed" / "topologies")
-    out.append(Path(__file__).resolve().parents[2] / "topologies")
+def search_path(paper_dir: str) -> list[Path]:
+    """The directories that may hold ``paper_dir``'s files, first hit wins."""
+    out = [Path(p) / paper_dir for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+    own = _protocol_topologies(paper_dir)
+    if own is not None:
+        out.append(own)
+    out.append(Path(__file__).resolve().parents[2] / "topologies" / paper_dir)
     return out
+
+
+def _protocol_topologies(paper_dir: str) -> Path | None:
+    """The ``topologies/`` folder of the protocol named ``paper_dir`` (None: no such protocol)."""
+    from testbed import registry
+
+    try:
+        p = registry.registry().find(paper_dir)
+    except registry.ProtocolError:
+        return None
+    return p.topologies_dir() if p is not None else None
 
 
 def find(paper_dir: str, name: str) -> Path:
@@ -37,8 +53,8 @@ def find(paper_dir: str, name: str) -> Path:
             return p
         raise UsageError(f"topology {name!r} not found in {paper_dir}")
     tried = []
-    for d in search_path():
-        p = d / paper_dir / name
+    for d in search_path(paper_dir):
+        p = d / name
         tried.append(str(p))
         if p.is_file():
             return p

@@ -43,7 +43,7 @@ FINISH_POLL_S = 0.5  # how often the controller asks the nodes whether their wor
 def all_finished(replies: dict[str, Any]) -> bool | None:
     """The run-end condition, from the nodes' ``status`` replies ({node: reply or error}).
 
-    A node whose work has an end (e.g. a client that runs a fixed number of transactions)
+    A node whose work has an end (e.g. a client that makes a fixed number of requests)
     reports ``finished`` (a bool) in its ``node_status``; other nodes do not report it. None: no
     node reports it (the run lasts its planned duration); else True iff every node that reports
     it says True and no status call failed (a node that did not answer may be one of them)."""

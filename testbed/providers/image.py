@@ -1,7 +1,8 @@
 """The node image (shared by the docker and ansible providers): build context, build, offline base.
 
 The image holds only what nodes need: python3, msgpack, iproute2 (tc) and the node
-package (``testbed/__init__.py`` + ``testbed/nodes/**``). Its Dockerfile is
+code (the runtime ``testbed/nodes/**`` and every registered protocol's ``nodes`` part, external
+ones included: :func:`testbed.registry.node_code_files`). Its Dockerfile is
 ``images/node/Dockerfile``; the build context is assembled in a temporary directory
 so nothing else of the checkout reaches the engine.
 
@@ -55,12 +56,9 @@ def dockerfile_path() -> Path:
 
 def context_files() -> list[tuple[Path, str]]:
     """(source, path inside the context) for every file of the build context, sorted."""
-    out = [(dockerfile_path(), "Dockerfile"), (_PKG_ROOT / "__init__.py", "testbed/__init__.py")]
-    nodes = _PKG_ROOT / "nodes"
-    for p in sorted(nodes.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"):
-            out.append((p, "testbed/" + p.relative_to(_PKG_ROOT).as_posix()))
-    return out
+    from testbed.registry import node_code_files
+
+    return [(dockerfile_path(), "Dockerfile")] + [(f, "code/" + rel) for f, rel in node_code_files()]
 
 
 def context_digest(files: list[tuple[Path, str]] | None = None) -> str:

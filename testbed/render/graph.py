@@ -3,19 +3,19 @@
 Pure: values in, text out (no Graphviz call here; ``testbed.api.graph`` lays the
 text out with ``dot``). What the picture shows:
 
-- every site as a box (a ``cluster``), the protocol nodes of that site inside it;
-  for ``gryphon`` every cell as a box inside its site (its members are replicas
-  of one virtual broker);
+- every site as a box (a ``cluster``), the protocol nodes of that site inside it; where the
+  protocol groups nodes (its ``graph_hints`` hook: e.g. replicas of one virtual broker), every
+  group as a dashed box inside its site;
 - every client group as one node (``name``, role and ``xcount``) in its site,
   with an edge to each broker it attaches to; clients a protocol hosts inside its nodes
-  (its ``hosted_clients`` hook, e.g. mobility's mobile clients) as one dashed note per group
+  (its ``hosted_clients`` hook, e.g. mobile clients) as one dashed note per group
   with a dashed edge to each node where some start (``xN start``; with ``at_s``, where the
   hook places them then: ``xN at T``);
 - every overlay edge (``neighbors``, undirected) labelled with its emulated
   link (delay, jitter, loss, rate; both directions when they differ);
-- ``ordering``: each TM server labelled with the topics it hosts
-  (``placement.topic_managers``); ``gryphon``: overlay edges between two cells
-  drawn as a link bundle (one colour per cell pair, labelled ``bundle A-B``);
+- the protocol's ``graph_hints``: an extra label line on some nodes (e.g. the topics a server
+  hosts), drawn highlighted; overlay edges inside one group labelled as peers, and several
+  edges between two groups drawn as one bundle (one colour per group pair, ``bundle A-B``);
 - with ``at_s``: the state at that point of the fault schedule, found by
   replaying the plan's actions with ``at_s <= t``: crashed nodes greyed,
   paused / stalled nodes shaded and marked, cut or partitioned links dashed
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from testbed.topology.describe import link_text
 from testbed.topology.plan import LinkSpec, Plan
-from testbed.topology.protocols import hosted_clients
+from testbed.topology.protocols import graph_hints, hosted_clients
 from testbed.topology.units import format_time
 
 BUNDLE_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -109,38 +109,6 @@ def _attrs(**kw: object) -> str:
     return " [" + ", ".join(parts) + "]" if parts else ""
 
 
-def _ranges(nums: list[int]) -> str:
-    """``[0,1,2,5,7,8]`` -> ``0-2,5,7-8``."""
-    out: list[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    text = ",".join(out)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _tm_topics(plan: Plan) -> dict[str, str]:
-    """ordering: TM server -> ``topics 0-9 (range)``; empty when the plan has no TM placement."""
-    tm = plan.placement.get("topic_managers") if isinstance(plan.placement, dict) else None
-    if not isinstance(tm, dict) or not tm.get("servers"):
-        return {}
-    from testbed.nodes.ordering.placement import placement_table  # pure: topic -> server
-
-    try:
-        table = placement_table(tm)
-    except (KeyError, ValueError, ZeroDivisionError):
-        return {}
-    by: dict[str, list[int]] = defaultdict(list)
-    for t, s in enumerate(table):
-        by[s].append(t)
-    strategy = tm.get("strategy", "range")
-    return {s: f"TM: {len(by.get(s, []))} topics {_ranges(by.get(s, []))} ({strategy})" for s in tm["servers"]}
-
-
 def _edge_label(st: State, a: str, b: str) -> tuple[str, bool]:
     """(label, down): the emulated link a-b, both directions if they differ; down if either is down."""
     ab, ba = st.links.get(f"{a}->{b}"), st.links.get(f"{b}->{a}")
@@ -158,9 +126,10 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
     st = state_at(plan, at_s)
     procs = [n for n in plan.nodes.values() if n.kind == "node"]
     groups = [n for n in plan.nodes.values() if n.kind == "clients"]
-    tm_label = _tm_topics(plan) if plan.protocol == "ordering" else {}
-    gryphon = plan.protocol == "gryphon"
-    cell_of = {n.name: (n.cell or n.name) for n in procs}
+    hints = graph_hints(plan)
+    extra_label = hints.labels
+    grouped = bool(hints.groups)
+    group_of = {n.name: hints.groups.get(n.name, n.name) for n in procs}
 
     title = f"{plan.name}  ({plan.protocol}, {plan.provider})"
     if at_s is not None:
@@ -190,10 +159,10 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             kw: dict[str, object] = {"label": label, "shape": "note", "fillcolor": "#f3f3f3"}
         else:
             label = f"{n.name}\n{n.role}"
-            if n.name in tm_label:
-                label += f"\n{tm_label[n.name]}"
-            shape = "box3d" if n.role.startswith("tm") else "ellipse"
-            kw = {"label": label, "shape": shape, "fillcolor": "#dbe9f6" if n.name in tm_label else "white"}
+            if n.name in extra_label:
+                label += f"\n{extra_label[n.name]}"
+            shape = "box3d" if n.name in extra_label else "ellipse"
+            kw = {"label": label, "shape": shape, "fillcolor": "#dbe9f6" if n.name in extra_label else "white"}
         if n.name in st.crashed:
             kw.update(label=kw["label"] + "\n(crashed)", fillcolor="#d0d0d0", color="#909090",
                       fontcolor="#808080", style="filled,dashed")
@@ -203,7 +172,7 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
             kw.update(label=kw["label"] + "\n(stalled)", fillcolor="#ffd9b3", color="#c05800")
         return f"{indent}{q(n.name)}{_attrs(**kw)};"
 
-    hosted = hosted_clients(plan, at_s)  # clients living inside nodes (e.g. mobility's mobile clients)
+    hosted = hosted_clients(plan, at_s)  # clients living inside nodes (the protocol's hook)
     hosted_site = {h.name: plan.nodes[next(iter(h.at))].site for h in hosted if h.at}
 
     def hosted_line(h, indent: str) -> str:
@@ -215,14 +184,14 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
         clients = [g for g in groups if g.site == site]
         L.append(f"  subgraph {q(f'cluster_site_{site}')} {{")
         L.append(f"    graph [label={q(f'site {site}')}, style=rounded, color=\"#555555\", bgcolor=\"#fafafa\"];")
-        if gryphon:
-            cells: dict[str, list] = defaultdict(list)
+        if grouped:
+            boxes: dict[str, list] = defaultdict(list)
             for n in members:
-                cells[cell_of[n.name]].append(n)
-            for cell, ns in cells.items():
-                if len(ns) > 1 or ns[0].cell:
-                    L.append(f"    subgraph {q(f'cluster_cell_{cell}')} {{")
-                    L.append(f"      graph [label={q(f'cell {cell}')}, style=\"rounded,dashed\", "
+                boxes[group_of[n.name]].append(n)
+            for box, ns in boxes.items():
+                if len(ns) > 1 or ns[0].name in hints.groups:
+                    L.append(f"    subgraph {q(f'cluster_{hints.group_word}_{box}')} {{")
+                    L.append(f"      graph [label={q(f'{hints.group_word} {box}')}, style=\"rounded,dashed\", "
                              f"color=\"#8a5a00\", bgcolor=\"#fff8e8\"];")
                     L += [node_line(n, "      ") for n in ns]
                     L.append("    }")
@@ -237,10 +206,10 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
     # overlay edges (undirected, once per pair, in a stable order)
     overlay = sorted({tuple(sorted((n.name, nb))) for n in procs for nb in n.neighbors if nb in plan.nodes})
     bundle_colour: dict[tuple[str, str], str] = {}
-    if gryphon:
+    if grouped:
         pairs: dict[tuple[str, str], int] = defaultdict(int)
         for a, b in overlay:
-            ca, cb = cell_of[a], cell_of[b]
+            ca, cb = group_of[a], group_of[b]
             if ca != cb:
                 pairs[tuple(sorted((ca, cb)))] += 1  # type: ignore[index]
         for i, pair in enumerate(sorted(p for p, k in pairs.items() if k > 1)):
@@ -248,14 +217,14 @@ def plan_to_dot(plan: Plan, at_s: float | None = None) -> str:
     for a, b in overlay:
         label, down = _edge_label(st, a, b)
         kw: dict[str, object] = {"label": label, "penwidth": 1.6}
-        if gryphon:
-            ca, cb = cell_of[a], cell_of[b]
+        if grouped:
+            ca, cb = group_of[a], group_of[b]
             if ca == cb:
-                kw.update(style="dotted", label=f"cell peers  {label}", penwidth=1.0)
+                kw.update(style="dotted", label=f"{hints.peer_word}  {label}", penwidth=1.0)
             elif tuple(sorted((ca, cb))) in bundle_colour:
                 x, y = sorted((ca, cb))
                 kw.update(color=bundle_colour[(x, y)], fontcolor=bundle_colour[(x, y)],
-                          label=f"bundle {x}-{y}\n{label}")
+                          label=f"{hints.bundle_word} {x}-{y}\n{label}")
         if st.separated(a, b):
             kw.update(style="dashed", color="#d62728", fontcolor="#d62728", label=f"CUT  {label}")
         elif down:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from testbed.protocols import node_class_path
+from testbed.registry import node_class_path
 from testbed.topology.plan import Plan
 
 LOG_FLUSH_MS = 100

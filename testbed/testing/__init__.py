@@ -10,5 +10,8 @@
   re-syncs a neighbour coming back), registered through an entry point only by the tests of
   ``testbed explore``.
 
+- :mod:`~testbed.testing.contracts`: the ``builds_on`` import-linter contract type (protocols
+  import each other only where ``BUILDS_ON`` says so), used by ``lint-imports``.
+
 An import-linter contract in ``pyproject.toml`` keeps the package free of imports of this one.
 """

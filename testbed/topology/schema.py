@@ -6,7 +6,7 @@ so a validated :class:`Topology` holds numbers, not strings with units.
 
 The protocol-specific parts (``params``, ``placement``, a client group's
 ``params``) are kept as plain mappings here and validated by the protocol's
-own models (``testbed/topology/protocols/<protocol>.py``) in ``loader.py``,
+own models (``testbed/protocols/<protocol>/topology.py``) in ``loader.py``,
 which stores the validated result on the Topology.
 """
 
@@ -156,7 +156,7 @@ WINDOWED = ("stall", "pause", "cut", "partition")
 
 class Fault(StrictModel):
     """One ``faults`` entry. Besides the core kinds (``FAULT_KINDS``), a protocol may declare its
-    own schedule actions (``SCHEDULE`` of its topology module, e.g. mobility's ``move`` and
+    own schedule actions (``SCHEDULE`` of its topology module, e.g. a client's ``move`` and
     ``reject``): such a key is kept as an extra here (its value unvalidated) and the loader
     validates it with the protocol's model; a key no protocol declares is reported there."""
 

@@ -159,13 +159,13 @@ def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures
     import importlib.metadata as md
     import sys
 
-    from testbed import protocols
+    from testbed import registry as protocols
 
     proto = "zzproto"
     pkg = tmp_path / "src" / proto
     (pkg / "analysis").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "topology.py").write_text("from testbed.topology.protocols.pubsub import *  # noqa\n")
+    (pkg / "topology.py").write_text("from testbed.protocols.pubsub.topology import *  # noqa\n")
     (pkg / "analysis" / "__init__.py").write_text("")
     (pkg / "analysis" / "checks.py").write_text(TOY_CHECKS)
     (pkg / "analysis" / "figures.py").write_text(TOY_FIGURES)

@@ -99,8 +99,10 @@ def test_node_image_holds_only_node_dependencies(client, image):
     script = ("import msgpack, testbed.nodes, testbed.nodes.runtime.node_main, sys, importlib.util as u;"
               "bad=[m for m in ('docker','pandas','pyspark','ansible_runner','pydantic','paramiko')"
               " if u.find_spec(m)];"
-              "extra=[p for p in __import__('os').listdir('/opt/testbed/testbed') if p not in "
-              "('__init__.py','nodes')];"
+              "import os;"
+              "extra=[p for p in os.listdir('/opt/testbed/testbed') if p not in ('__init__.py','nodes','protocols')]"
+              "+[q+'/'+p for q in os.listdir('/opt/testbed/testbed/protocols') if q!='__init__.py'"
+              " for p in os.listdir('/opt/testbed/testbed/protocols/'+q) if p not in ('__init__.py','nodes')];"
               "print(sys.version_info[:2], bad, extra)")
     out = client.containers.run(image, entrypoint=["python3", "-c", script], remove=True).decode()
     assert out.strip() == "(3, 11) [] []"

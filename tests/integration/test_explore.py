@@ -63,7 +63,7 @@ def spark():
 @pytest.fixture
 def forgetful(tmp_path, monkeypatch):
     """The forgetful protocol installed as an entry point, here and in the runs' subprocesses."""
-    from testbed import protocols
+    from testbed import registry as protocols
     from testbed.testing.forgetful import install_entry_point
 
     site = tmp_path / "site"

@@ -198,10 +198,10 @@ def run_cli(venv, *args, check=True):
 def test_external_protocol_is_installed_run_checked_and_analysed(venv):
     py, env, tmp = venv
     # outside the venv the protocol does not exist; inside, the entry point registers it
-    probe = "from testbed import protocols as P; p = P.get('extproto'); print(p.source, p.nodes, p.missing())"
+    probe = "from testbed import registry as P; p = P.get('extproto'); print(p.source, p.nodes, p.missing())"
     out = subprocess.run([str(py), "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
     assert out.startswith("entry point extproto = extproto (tb-extproto) extproto.nodes []"), out
-    here = subprocess.run([sys.executable, "-c", "from testbed import protocols as P; print(P.names())"],
+    here = subprocess.run([sys.executable, "-c", "from testbed import registry as P; print(P.names())"],
                           env=env, capture_output=True, text=True, check=True).stdout
     assert "extproto" not in here
 

@@ -1,6 +1,6 @@
 """One quick point of the mobility paper in real containers: Fig 11 (the covered root moves) under
 ``--provider docker``, the 14-broker tree of Fig 6, analysed with P1-P9; the figure's numbers read
-back with the reproduction's own reader (``testbed.analysis.mobility.measure``).
+back with the reproduction's own reader (``testbed.protocols.mobility.analysis.measure``).
 
 Marker ``docker``: locally a missing engine skips with the reason; in CI (CI=true) it fails.
 Only this run's containers and networks are looked at (by its run id label); nothing else is
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fig11_point_in_containers(engine, tmp_path):
-    from testbed.analysis.mobility import measure as M
+    from testbed.protocols.mobility.analysis import measure as M
     from testbed.analysis.session import spark_session
-    from testbed.experiments.mobility import warmup_s
+    from testbed.protocols.mobility.experiments import warmup_s
 
     topo = ROOT / "topologies" / "mobility" / "fig11-quick.yaml"
     (rd,) = api.run(str(topo), set_vars={"movement": "reconfiguration", "duration": "16s"}, provider="docker",

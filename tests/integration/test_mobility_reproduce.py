@@ -48,14 +48,14 @@ def reproduced(tmp_path_factory):
 @pytest.mark.spark
 def test_fig8_claims_are_judged_over_three_seeds(reproduced):
     from testbed.experiments.claims import VERDICTS
-    from testbed.experiments.mobility import claims_8
+    from testbed.protocols.mobility.experiments import claims_8
 
     out = reproduced["out"]
     claims = json.loads((out / "claims.json").read_text())
     claims = claims if isinstance(claims, list) else claims["claims"]
     assert {c["figure"] for c in claims} == {8}
     # the same claims as the paper module makes (names from a run on no data)
-    from testbed.experiments.mobility import Rows
+    from testbed.protocols.mobility.experiments import Rows
 
     assert [c["sentence"] for c in claims] == [c.sentence for c in claims_8(Rows([]))]
     for c in claims:

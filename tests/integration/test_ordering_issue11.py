@@ -16,7 +16,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from testbed import api
-from testbed.analysis.ordering.randomized import check_run
+from testbed.protocols.ordering.analysis.randomized import check_run
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies" / "ordering" / "liveness" / "three-sites.yaml"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.analysis.ordering.randomized import describe, generate
-from testbed.testing.ordering_random import run_and_check
+from testbed.protocols.ordering.analysis.randomized import describe, generate
+from testbed.protocols.ordering.sweep import run_and_check
 
 CASES = [(3, "none"), (2, "pause"), (8, "crash")]
 

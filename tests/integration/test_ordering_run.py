@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.analysis.ordering.history import check_completeness, check_ooo_tags, check_tno
-from testbed.analysis.ordering.logs import load_history
+from testbed.protocols.ordering.analysis.history import check_completeness, check_ooo_tags, check_tno
+from testbed.protocols.ordering.analysis.logs import load_history
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies" / "ordering" / "smoke.yaml"
 
@@ -52,10 +52,10 @@ def test_unreliable_run_tags_correctly(runs):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_checks_and_metrics(runs):
-    from testbed.analysis.ordering.checks import CHECKS
+    from testbed.protocols.ordering.analysis.checks import CHECKS
     from testbed.analysis.context import AnalysisContext
     from testbed.analysis.ingest import ingest
-    from testbed.analysis.ordering.metrics import run_metrics
+    from testbed.protocols.ordering.analysis.metrics import run_metrics
     from testbed.analysis.session import spark_session
 
     run = runs["reliable"]
@@ -78,8 +78,8 @@ def test_spark_checks_and_metrics(runs):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_reproduce_spark_path_reads_many_runs(runs):
-    """The multi-run Spark job of ``testbed reproduce ordering`` (analysis/ordering/runs.py: metrics, checks)."""
-    from testbed.analysis.ordering.runs import spark_checks, spark_metrics
+    """The multi-run Spark job of ``testbed reproduce ordering`` (protocols/ordering/analysis/runs.py: metrics, checks)."""
+    from testbed.protocols.ordering.analysis.runs import spark_checks, spark_metrics
     from testbed.analysis.session import spark_session
 
     spark = spark_session()

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from testbed.nodes.pubsub.filters import matches, parse
+from testbed.protocols.pubsub.nodes.filters import matches, parse
 from testbed.testing.harness import NodeProc, free_ports, wait_for, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -114,7 +114,7 @@ def test_advpub_on_random_trees_commits_delivers_and_aborts_on_real_processes(ru
 @pytest.mark.spark
 def test_the_spark_checks_pass_on_every_advpub_run(runs):
     from testbed.analysis.session import spark_session
-    from testbed.analysis.transactions.batch import check_runs
+    from testbed.protocols.transactions.analysis.batch import check_runs
 
     paths = {f"{v}-{s}": run_of(runs, v, s) for v in VARIANTS for s in SEEDS}
     res = check_runs(spark_session(), paths)

@@ -1,5 +1,5 @@
 """On real processes: the §3.3 conflict workload (topologies/transactions/conflict.yaml) for D-TX,
-D-TXNI and S-TX, checked by the batched checks (analysis/transactions/batch.py) over the three
+D-TXNI and S-TX, checked by the batched checks (protocols/transactions/analysis/batch.py) over the three
 runs at once. D-TX keeps P6 (no committed publication reaches both the old and the new
 subscriber; commits in one order) with the workload really overlapping (probes aborted on a
 conflict); D-TXNI and S-TX report P6, never fail it. Each run ends when its transactions are done
@@ -52,7 +52,7 @@ def test_conflict_runs_end_when_their_transactions_are_done(runs):
 @pytest.mark.spark
 def test_dtx_keeps_p6_in_a_conflict_run_and_the_others_report_it(runs):
     from testbed.analysis.session import spark_session
-    from testbed.analysis.transactions.batch import check_runs
+    from testbed.protocols.transactions.analysis.batch import check_runs
 
     res = check_runs(spark_session(), runs)
     for v in VARIANTS:

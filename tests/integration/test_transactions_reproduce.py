@@ -63,19 +63,15 @@ def test_wait_search_on_real_runs(tmp_path, monkeypatch):
     """The search's invariant on real runs: the wait found passed P2/P9, w - 50 ms failed them."""
     from testbed import api
     from testbed.experiments import topologies
-    from testbed.experiments import transactions as T
+    from testbed.protocols.transactions import experiments as T
 
     from testbed.experiments import runner
 
     monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "not-these"))
-    T._SEARCHES.clear()
     path = str(topologies.find("transactions", "reproduce.yaml"))
     [plan] = api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
-    token = runner.RUNS_DIR.set(str(tmp_path / "runs"))  # what run_grids sets from --runs-dir
-    try:
-        row = T.search(plan)
-    finally:
-        runner.RUNS_DIR.reset(token)
+    # what run_grids gives from --runs-dir
+    row = T.search(plan, runner.ComputeContext(scale="quick", runs_dir=tmp_path / "runs"))
     # the probes' runs went under the reproduction's runs directory, not $TESTBED_RUNS
     assert Path(row["sample"]["run"]).is_relative_to(tmp_path / "runs" / "reproduce-transactions-quick-wait")
     assert not (tmp_path / "not-these").exists()
@@ -99,20 +95,16 @@ def test_wait_search_two_probes_at_a_time_on_real_runs(tmp_path, monkeypatch):
     from testbed import api
     from testbed.experiments import runner
     from testbed.experiments import topologies
-    from testbed.experiments import transactions as T
+    from testbed.protocols.transactions import experiments as T
 
     monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "runs"))
-    T._SEARCHES.clear()
     path = str(topologies.find("transactions", "reproduce.yaml"))
     plans = [p for p in api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})]
     [plan] = [p for p in plans if p.repeat_index == 0]
-    token = runner.JOBS.set(2)
-    try:
-        row = T.search(plan)
-        seed1 = T.search(dataclasses.replace(plan, repeat_index=1))
-        seed2 = T.search(dataclasses.replace(plan, repeat_index=2))
-    finally:
-        runner.JOBS.reset(token)
+    ctx = runner.ComputeContext(scale="quick", jobs=2)  # one reproduction: the search shared by its samples
+    row = T.search(plan, ctx)
+    seed1 = T.search(dataclasses.replace(plan, repeat_index=1), ctx)
+    seed2 = T.search(dataclasses.replace(plan, repeat_index=2), ctx)
     w = row["wait_ms"]
     assert row["paired"] and w is not None and w % 50 == 0 and row["confirmed"], row
     probes = {p["wait_ms"]: p for p in row["probes"]}

@@ -45,7 +45,7 @@ def test_every_transaction_commits_on_real_processes(runs, variant):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_checks_pass_on_every_variant(runs):
-    from testbed.protocols import checks_for
+    from testbed.registry import checks_for
     from testbed.analysis.context import AnalysisContext
     from testbed.analysis.ingest import ingest
     from testbed.analysis.session import spark_session
@@ -79,7 +79,7 @@ def crash_runs(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_broker_crash_ends_every_transaction_with_one_outcome_and_no_partial_delivery(crash_runs):
-    from testbed.protocols import checks_for
+    from testbed.registry import checks_for
     from testbed.analysis.context import AnalysisContext
     from testbed.analysis.ingest import ingest
     from testbed.analysis.session import spark_session

@@ -77,3 +77,33 @@ def test_the_explicit_module_lists_name_every_top_level_module():
     top = {f"testbed.{m.name}" for m in pkgutil.iter_modules([str(PACKAGE)])}
     assert set(contracts["nodes"]["forbidden_modules"]) == top - {"testbed.nodes"}
     assert set(contracts["testing"]["source_modules"]) == top - {"testbed.testing"}
+    assert set(contracts["generic"]["source_modules"]) == top - {"testbed.testing", "testbed.protocols"}
+    base = {m for m in contracts["protocol-nodes"]["forbidden_modules"] if "*" not in m}
+    assert base == top - {"testbed.nodes", "testbed.protocols"}
+
+
+# one planted import per protocol-package contract: each fails, naming the import
+PLANTED = [
+    ("protocol-nodes", "testbed.protocols.echo.nodes.node", "import testbed.analysis.checks",
+     "a protocol's nodes import only the node runtime", "testbed.protocols.echo.nodes.node -> testbed.analysis.checks"),
+    ("protocol-analysis", "testbed.protocols.echo.analysis.checks", "import testbed.api",
+     "a protocol's analysis reads run directories", "testbed.protocols.echo.analysis.checks -> testbed.api"),
+    ("protocol-topology", "testbed.protocols.echo.topology", "import testbed.protocols.echo.analysis.checks",
+     "a protocol's topology module is pure", "testbed.protocols.echo.topology -> testbed.protocols.echo.analysis.checks"),
+    ("generic", "testbed.render.graph", "import testbed.protocols.ordering.nodes.placement",
+     "generic code names no protocol", "testbed.render.graph -> testbed.protocols.ordering.nodes.placement"),
+    ("builds-on", "testbed.protocols.gryphon.nodes.summary", "import testbed.protocols.ordering.nodes.placement",
+     "protocols import each other only where BUILDS_ON says so",
+     "testbed.protocols.gryphon.nodes.summary -> testbed.protocols.ordering.nodes.placement"),
+]
+
+
+def test_each_protocol_package_contract_fails_on_a_planted_import(tmp_path):
+    for i, (cid, module, line, name, chain) in enumerate(PLANTED):
+        repo = _copy(tmp_path / str(i))
+        _plant(repo, module, line)
+        r = _lint(repo)
+        out = " ".join(r.stdout.split())
+        assert r.returncode != 0, (cid, out[-2000:])
+        assert name in out and "BROKEN" in out, (cid, out[-2000:])
+        assert chain in out.replace(" -> ", " -> "), (cid, out[-3000:])

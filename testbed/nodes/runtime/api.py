@@ -12,7 +12,7 @@ Node config (one JSON file per process, rendered from the Plan by
     node         str      this process's name
     kind         str      "node" | "clients"
     role         str      broker | tm-server | ... ; for "clients" the group's role
-    protocol     str      the protocol's name (pubsub | ordering | gryphon | ... | an external one)
+    protocol     str      the protocol's name (a registered protocol, built-in or external)
     node_class   str      "module:Class" of this process's Node (optional; see resolve())
     site, cell   str      (cell may be null)
     neighbors    [str]    overlay neighbours (for kind == "node")
@@ -149,8 +149,8 @@ class Node(ABC):
 # ``testbed.protocols``), so an external protocol's node module is imported by name and
 # the runtime needs no list of protocols. Without ``node_class`` (hand-written configs,
 # the runtime's own tests) the table of the package ``testbed.nodes.<protocol>`` is used:
-#     NODE_CLASSES = {("node", "broker"): "testbed.nodes.pubsub.broker:Broker",
-#                     ("clients", "*"): "testbed.nodes.pubsub.clients:ClientHost"}
+#     NODE_CLASSES = {("node", "broker"): "myproto.nodes.broker:Broker",
+#                     ("clients", "*"): "myproto.nodes.clients:ClientHost"}
 # ("module:Class" strings, imported lazily so a node loads only its own protocol).
 def load_class(path: str) -> type[Node]:
     """Import "module:Class" and check that it is a :class:`Node`."""
@@ -170,7 +170,7 @@ def resolve(protocol: str, kind: str, role: str, node_class: str | None = None) 
         return load_class(node_class)
     import importlib
 
-    pkg = importlib.import_module(f"testbed.nodes.{protocol}")
+    pkg = importlib.import_module(f"testbed.protocols.{protocol}.nodes")  # a built-in's, by convention
     table: dict[tuple[str, str], str] = getattr(pkg, "NODE_CLASSES", {})
     for key in ((kind, role), (kind, "*")):
         if key in table:

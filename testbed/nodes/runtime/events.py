@@ -14,7 +14,7 @@ Protocols declare their events in ``<nodes package>/events.py`` with
 :func:`declare` (found by convention: no list names them). :func:`all_events`
 imports every built-in ``testbed/nodes/<protocol>/events.py`` it finds and
 returns what is declared; the controller's protocol registry
-(``testbed.protocols.all_events``) adds external protocols' events modules
+(``testbed.registry.all_events``) adds external protocols' events modules
 first. Stdlib only: this module runs inside node processes.
 """
 
@@ -58,15 +58,15 @@ def get(name: str) -> EventType | None:
 
 
 def builtin_event_modules() -> list[str]:
-    """``testbed.nodes.<p>.events`` for every node package that has one (by convention)."""
-    import testbed.nodes as pkg
+    """``testbed.protocols.<p>.nodes.events`` for every built-in protocol package that has one (by
+    convention: the folders beside this runtime, ``testbed/protocols/<p>/nodes/events.py``)."""
+    from pathlib import Path
 
+    root = Path(__file__).resolve().parents[2] / "protocols"
     out = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.ispkg and info.name != "runtime":
-            sub = pkgutil.iter_modules([f"{p}/{info.name}" for p in pkg.__path__])
-            if any(m.name == "events" for m in sub):
-                out.append(f"testbed.nodes.{info.name}.events")
+    for info in pkgutil.iter_modules([str(root)]):
+        if info.ispkg and not info.name.startswith("_") and (root / info.name / "nodes" / "events.py").is_file():
+            out.append(f"testbed.protocols.{info.name}.nodes.events")
     return sorted(out)
 
 

@@ -1,6 +1,7 @@
 """The node bundle shipped to every host: what a node process needs, nothing controller-side.
 
-``testbed/__init__.py``, ``testbed/nodes/**/*.py``, the host helper (``tbhost.py`` and the
+The node code (:func:`testbed.registry.node_code_files`: ``testbed/__init__.py``,
+``testbed/nodes/**/*.py`` and every registered protocol's ``nodes`` part, external ones too), the host helper (``tbhost.py`` and the
 other stdlib-only modules of :mod:`testbed.providers.hostside`, at the top) and a
 pure-Python copy of msgpack under ``vendor/`` (used on a host only where msgpack is not
 installed). The tarball is deterministic (sorted, mtime 0) and named by the digest of its
@@ -29,9 +30,10 @@ def hostside_files() -> list[Path]:
 
 def bundle_files() -> list[tuple[str, Path]]:
     """(name in the bundle, local path), sorted by name."""
-    files = [("testbed/__init__.py", PACKAGE / "__init__.py")] + [(p.name, p) for p in hostside_files()]
-    for p in sorted((PACKAGE / "nodes").rglob("*.py")):
-        files.append((f"testbed/{p.relative_to(PACKAGE).as_posix()}", p))
+    from testbed.registry import node_code_files
+
+    files = [(p.name, p) for p in hostside_files()]
+    files += [(rel, f) for f, rel in node_code_files() if f.suffix == ".py"]
     try:
         import msgpack
 

@@ -10,7 +10,7 @@ Run as ``<venv>/bin/python <code>/tbhost.py COMMAND ...`` (argument lists only, 
 Layout under ``--root`` (default ``~/.testbed``)::
 
     venv/                         python3 -m venv --system-site-packages (made by prepare)
-    code/<digest>/                testbed/__init__.py, testbed/nodes/**, vendor/msgpack (pure Python,
+    code/<digest>/                testbed/__init__.py, testbed/nodes/**, testbed/protocols/<p>/nodes/**, vendor/msgpack (pure Python,
                                   on PYTHONPATH only where msgpack is missing), tbhost.py
     runs/<run id>/configs/<node>.json, logs/<node>.jsonl|.stderr, state/<node>/, pids/<node>.pid,
                   runtime.json (only when the run's nodes are containers: image, docker command)

@@ -1,10 +1,9 @@
-"""Protocol-specific parts of a topology, one module per protocol.
+"""The contract of a protocol's topology module, and the lookup of one by name.
 
-``PROTOCOLS[name]`` imports the protocol's topology module on first use: for a
-built-in protocol ``testbed/topology/protocols/<name>.py``, for an external one
-the module its ``testbed.protocols`` entry point names. The names come from the
-protocol registry (:mod:`testbed.protocols`), which finds the built-ins by
-scanning this package: adding a file here adds a protocol. Each module defines:
+``PROTOCOLS[name]`` imports the protocol's topology module on first use: ``<its
+package>.topology`` (``testbed/protocols/<name>/topology.py`` for a built-in protocol), or the
+module its package names as ``TOPOLOGY``. The names come from the protocol registry
+(:mod:`testbed.registry`). Each module defines:
 
 ``Params``        pydantic model for the top-level ``params`` mapping
                   (subclass :class:`testbed.topology.schema.StrictModel`;
@@ -22,11 +21,14 @@ scanning this package: adding a file here adds a protocol. Each module defines:
                   ``"cells"`` (no cycle after collapsing each ``cell`` into one
                   vertex) or ``None`` (any graph).
 ``SCHEDULE``      optional ``{kind: ScheduleAction}``: the protocol's own ``faults`` entries
-                  (e.g. mobility's ``{at, move: {client, to}}``), validated with the action's
+                  (e.g. ``{at, move: {client, to}}`` for a protocol with mobile clients), validated with the action's
                   ``value`` type and carried out on schedule as control calls to nodes
                   (``ScheduleAction.call``); other protocols reject these keys.
 ``hosted_clients`` optional ``hosted_clients(plan) -> list[HostedClients]``: clients that live
                   inside nodes (not ``clients:`` processes), shown by ``validate`` and ``graph``.
+``graph_hints``   optional ``graph_hints(plan) -> GraphHints``: what ``testbed graph`` adds for
+                  this protocol (an extra label line per node, nodes boxed in groups inside
+                  their site, several links between two groups drawn as one bundle).
 ``check``         optional ``check(topology) -> list[Problem]`` for rules the
                   models cannot express; it runs only when the rest of the file
                   is valid. Build problems with ``topology.problem(keys, msg)``
@@ -49,7 +51,7 @@ class _Registry(Mapping[str, ModuleType]):
     """name -> topology module, from the protocol registry, imported lazily."""
 
     def __getitem__(self, name: str) -> ModuleType:
-        from testbed import protocols
+        from testbed import registry as protocols
 
         p = protocols.registry().find(name)
         if p is None:
@@ -57,17 +59,17 @@ class _Registry(Mapping[str, ModuleType]):
         return p.topology_module()
 
     def __iter__(self) -> Iterator[str]:
-        from testbed import protocols
+        from testbed import registry as protocols
 
         return iter(protocols.names())
 
     def __len__(self) -> int:
-        from testbed import protocols
+        from testbed import registry as protocols
 
         return len(protocols.names())
 
     def __contains__(self, name: object) -> bool:
-        from testbed import protocols
+        from testbed import registry as protocols
 
         return isinstance(name, str) and name in protocols.registry()
 
@@ -127,7 +129,7 @@ class ScheduleAction:
 
 @dataclass(frozen=True)
 class HostedClients:
-    """Clients a protocol hosts inside its nodes (not client processes), e.g. mobility's mobile
+    """Clients a protocol hosts inside its nodes (not client processes), e.g. mobile
     clients: what ``testbed validate`` lists and ``testbed graph`` draws. ``at``: node -> how many
     start there (with ``at_s``: how many are there at that instant of the schedule); ``text``: one
     line about them (workload, how they move)."""
@@ -138,6 +140,30 @@ class HostedClients:
     at: dict[str, int]
     text: str = ""
     at_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GraphHints:
+    """A protocol's additions to ``testbed graph``'s picture (see :mod:`testbed.render.graph`).
+
+    ``labels``: node -> one more line of its label (such nodes are drawn highlighted);
+    ``groups``: node -> the group it belongs to, drawn as a dashed box ``"<group_word> <g>"``
+    inside the node's site; a link inside one group is labelled ``peer_word``, and two groups
+    joined by more than one link have those links drawn as one coloured ``bundle_word``."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)
+    group_word: str = "group"
+    peer_word: str = "peers"
+    bundle_word: str = "bundle"
+
+
+def graph_hints(plan: Any) -> GraphHints:
+    """The protocol's ``graph_hints(plan)`` hook (empty hints when it has none)."""
+    if plan.protocol not in PROTOCOLS:
+        return GraphHints()
+    hook = getattr(PROTOCOLS[plan.protocol], "graph_hints", None)
+    return hook(plan) if hook is not None else GraphHints()
 
 
 def hosted_clients(plan: Any, at_s: float | None = None) -> list[HostedClients]:
@@ -167,5 +193,5 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "HostedClients", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model",
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "GraphHints", "HostedClients", "graph_hints", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model",
            "schedule_actions"]

@@ -1,7 +1,7 @@
 """The echo test protocol's checks pass on a clean history and fail on a broken one."""
 
-from testbed import protocols
-from testbed.analysis.echo.checks import check_fifo, check_no_phantom
+from testbed import registry as protocols
+from testbed.protocols.echo.analysis.checks import check_fifo, check_no_phantom
 
 from analysis_helpers import context
 

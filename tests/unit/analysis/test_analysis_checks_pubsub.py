@@ -1,6 +1,6 @@
 """Every pub/sub check passes on a clean history and fails on one with its violation."""
 
-from testbed.analysis.pubsub.checks import (
+from testbed.protocols.pubsub.analysis.checks import (
     check_completeness, check_fifo, check_filter_match, check_no_duplicates,
 )
 from testbed.analysis.context import AnalysisOptions
@@ -28,7 +28,7 @@ def test_all_pass_on_clean_history(spark):
         r = chk(ctx)
         assert r.passed, (r.name, r.examples)
         assert r.violations == 0 and r.attributed == 0
-    assert ctx.results["pubsub.completeness"]["expected"] == 10
+    assert ctx.results["completeness"]["expected"] == 10
 
 
 def test_duplicate_delivery_fails(spark):
@@ -137,7 +137,7 @@ def test_hashed_pairs_tally_as_the_exact_pairs(spark):
     history with every kind of violation at once its tally is the exact pairs' tally."""
     from pyspark.sql import functions as F
 
-    from testbed.analysis.pubsub.checks import _matching, fault_columns, judged_pairs, pubsub_tally
+    from testbed.protocols.pubsub.analysis.checks import _matching, fault_columns, judged_pairs, pubsub_tally
 
     h = clean_history()
     h["deliver"].append(dlv("s-0", "p-0", 3, 9.0, 5.0))  # a duplicate
@@ -167,7 +167,7 @@ def test_fifo_hashed_streams_never_hide_an_inversion(spark):
     publisher."""
     from pyspark.sql import functions as F
 
-    from testbed.analysis.pubsub.checks import fifo_inversions
+    from testbed.protocols.pubsub.analysis.checks import fifo_inversions
 
     h = clean_history()
     h["publish"] += [pub("p-1", seq, {"class": "STOCK"}, 2.0 + seq) for seq in range(1, 6)]

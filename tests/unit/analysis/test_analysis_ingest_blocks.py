@@ -5,7 +5,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from testbed.analysis import ingest as I
+from testbed.analysis import convert as I  # the conversion (no Spark)
 from testbed.testing.synthetic import T0, make_plan
 
 

@@ -23,7 +23,7 @@ def test_latency_stats_is_the_summary_and_the_quantiles(spark):
 def test_fault_columns_attribute_as_the_join_does(spark):
     """completeness attributes a miss with a column expression; the join-based attribute_to_faults
     (mobility's) is the reference: the lowest-index fault whose window holds pub_s, else null."""
-    from testbed.analysis.pubsub.checks import attribute_to_faults, fault_columns
+    from testbed.protocols.pubsub.analysis.checks import attribute_to_faults, fault_columns
     from pyspark.sql import functions as F
 
     windows = [(2, 5.0, 9.0, "pause b1"), (0, 8.0, 12.0, "cut"), (1, 20.0, 21.0, "crash"), (3, 4.0, 4.5, "x")]

@@ -1,8 +1,8 @@
 """Checks and figures come from the protocol registry; fault windows (no Spark needed)."""
 
-from testbed import protocols
-from testbed.analysis.gryphon.figures import run_figures
-from testbed.analysis.pubsub.checks import CHECKS as PUBSUB
+from testbed import registry as protocols
+from testbed.protocols.gryphon.analysis.figures import run_figures
+from testbed.protocols.pubsub.analysis.checks import CHECKS as PUBSUB
 from testbed.analysis.timeline import action_rows, fault_windows
 
 
@@ -14,7 +14,7 @@ def test_pubsub_checks_are_found_by_convention():
 
 def test_gryphon_figures_are_found_by_convention():
     assert protocols.figures_for("gryphon") == [run_figures]
-    assert protocols.figures_for("pubsub") == []  # no analysis/pubsub/figures.py
+    assert protocols.figures_for("pubsub") == []  # no protocols/pubsub/analysis/figures.py
 
 
 def test_unknown_protocol_has_no_checks_or_figures():

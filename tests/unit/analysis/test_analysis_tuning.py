@@ -2,7 +2,7 @@
 
 from testbed.analysis.context import AnalysisContext
 from testbed.analysis.ingest import ingest
-from testbed.analysis.pubsub import checks as P
+from testbed.protocols.pubsub.analysis import checks as P
 from testbed.testing.synthetic import make_run_dir
 
 
@@ -42,6 +42,6 @@ def test_checks_share_one_pairs_table(spark, tmp_path):
     shared = ctx.results["pubsub.judged"]
     assert P.check_filter_match(ctx).passed and P.check_completeness(ctx).passed
     assert ctx.results["pubsub.judged"] is shared  # one aggregation and one tally for the three checks
-    details = ctx.results["pubsub.completeness"]
+    details = ctx.results["completeness"]
     assert details["expected"] == details["delivered"] > 0 and details["attributed_by_fault"] == {}
     ctx.release()

@@ -2,8 +2,8 @@
 
 import json
 
-from testbed.analysis.ordering.history import check_tno
-from testbed.analysis.ordering.logs import load_history
+from testbed.protocols.ordering.analysis.history import check_tno
+from testbed.protocols.ordering.analysis.logs import load_history
 from testbed.testing.synthetic import T0, make_plan
 
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from testbed.experiments import mobility as P
+from testbed.protocols.mobility import experiments as P
 from testbed.experiments.grid import figure_list
-from testbed.experiments.mobility import MOVEMENTS, WORKLOADS, Rows
+from testbed.protocols.mobility.experiments import MOVEMENTS, WORKLOADS, Rows
 
 
 def _stats(lat: float, msgs: float = 24.0, commits: int = 100, std: float = 1.0) -> dict:

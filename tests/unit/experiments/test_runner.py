@@ -15,7 +15,7 @@ TINY = str(Path(__file__).resolve().parents[2] / "integration" / "topologies" / 
 CALLS: list[tuple] = []
 
 
-def _row(plan):
+def _row(plan, ctx):
     CALLS.append((plan.repeat_index, plan.rendered_text.count("40/s")))
     return {"rate40": plan.rendered_text.count("40/s") > 0, "seed": plan.node_seed("b1")}
 
@@ -88,12 +88,10 @@ def test_a_run_that_keeps_failing_stops_the_reproduction(tmp_path, monkeypatch):
 
 
 def test_a_computed_entry_sees_the_runs_made_at_a_time(tmp_path, monkeypatch):
-    from testbed.experiments.runner import jobs_now
-
     seen = []
 
-    def row(plan):
-        seen.append(jobs_now())
+    def row(plan, ctx):
+        seen.append(ctx.jobs)
         return {"seed": plan.node_seed("b1")}
 
     paper = Paper(name="j", title="paper j", topology_dir=TINY, analyze=lambda ctx: None, parallel={"quick": 2},
@@ -102,4 +100,4 @@ def test_a_computed_entry_sees_the_runs_made_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(E, "papers", lambda: {"j": paper})
     E.reproduce("j", out_dir=tmp_path / "a")
     E.reproduce("j", out_dir=tmp_path / "b", jobs=1)
-    assert seen == [2, 2, 1, 1] and jobs_now() == 1  # the paper's parallel, then --jobs; reset after
+    assert seen == [2, 2, 1, 1]  # the paper's parallel, then --jobs

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import msgpack
 
-from testbed.nodes.gryphon import events as _gryphon_events  # noqa: F401  (declares)
+from testbed.protocols.gryphon.nodes import events as _gryphon_events  # noqa: F401  (declares)
 from testbed.nodes.runtime import events as evreg
 from testbed.nodes.runtime.api import Runtime, resolve
 

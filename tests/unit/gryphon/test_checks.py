@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.analysis.gryphon import checks as G
+from testbed.protocols.gryphon.analysis import checks as G
 from testbed.analysis.context import AnalysisContext, AnalysisOptions
 from testbed.analysis.ingest import output_schema
 from testbed.nodes.runtime.events import all_events

@@ -4,12 +4,12 @@ import os
 
 import pytest
 
-from testbed.nodes.gryphon.cells import CellMap, bundle_pick
-from testbed.nodes.gryphon.summary import Summary, SubscriberIndex, filter_from_wire, filter_of, key_filter, spec_json
-from testbed.nodes.pubsub.filters import FilterError
-from testbed.nodes.gryphon.pubend import Pubend, PubendLog
-from testbed.nodes.gryphon.streams import KnowledgeStream, OStream, SubendStream, project
-from testbed.nodes.gryphon.ticks import IntervalSet, chop
+from testbed.protocols.gryphon.nodes.cells import CellMap, bundle_pick
+from testbed.protocols.gryphon.nodes.summary import Summary, SubscriberIndex, filter_from_wire, filter_of, key_filter, spec_json
+from testbed.protocols.pubsub.nodes.filters import FilterError
+from testbed.protocols.gryphon.nodes.pubend import Pubend, PubendLog
+from testbed.protocols.gryphon.nodes.streams import KnowledgeStream, OStream, SubendStream, project
+from testbed.protocols.gryphon.nodes.ticks import IntervalSet, chop
 
 
 def m(k=0):
@@ -243,7 +243,7 @@ def test_filters_parse_summary_index():
 
 
 def test_silence_before_brackets_d_with_this_edges_silence():
-    from testbed.nodes.gryphon.streams import silence_before
+    from testbed.protocols.gryphon.nodes.streams import silence_before
 
     k = KnowledgeStream()
     k.accumulate([(0, 10), (11, 20), (21, 30)], [(10, m(1)), (20, m(2)), (30, m(1))])

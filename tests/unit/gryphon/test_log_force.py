@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbed.nodes.gryphon.pubend import LOG_FORCE_S, Pubend, PubendLog
+from testbed.protocols.gryphon.nodes.pubend import LOG_FORCE_S, Pubend, PubendLog
 
 from .harness import Sim, make_configs
 

@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from testbed.analysis.gryphon.measure import measure_7
+from testbed.protocols.gryphon.analysis.measure import measure_7
 
 
 class FakeRun:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from testbed.nodes.gryphon.pubend import LOG_FORCE_S
+from testbed.protocols.gryphon.nodes.pubend import LOG_FORCE_S
 
 from .harness import Sim, fig3, history_violations
 
@@ -88,7 +88,7 @@ def test_best_effort_loses_messages_and_the_checker_sees_it(tmp_path):
 
 
 def test_broken_subend_that_skips_gaps_is_caught(tmp_path, monkeypatch):
-    from testbed.nodes.gryphon import streams
+    from testbed.protocols.gryphon.nodes import streams
 
     def skip_gaps(self):  # deliver whatever is known, ignoring Q ticks (no doubt horizon)
         end = self.k.end()

@@ -31,7 +31,7 @@ params:
 
 from testbed.nodes.runtime.api import resolve
 
-from testbed.nodes.pubsub.filters import matches, parse
+from testbed.protocols.pubsub.nodes.filters import matches, parse
 
 CHAIN = {"b1": [], "b2": ["b1"], "b3": ["b2"], "b4": ["b3"], "b5": ["b4"], "b6": ["b5"], "b7": ["b3"]}
 ATTRS = {"w": "choice(cov,tree,chain,dist)", "x": "uniform(0,100)"}

@@ -1,4 +1,4 @@
-"""The batched checks (analysis/mobility/batch.py) give every run the verdict, violation count and
+"""The batched checks (protocols/mobility/analysis/batch.py) give every run the verdict, violation count and
 attributed count the per-run checks (checks.py) give it: on real histories logged by the broker
 code (a clean reconfiguration run, a covering run whose losses are attributed to moves, and
 reconfiguration runs broken in six ways), all checked together in one batch, so a broken run is
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.analysis.context import AnalysisOptions
-from testbed.analysis.mobility.batch import NAMES, check_runs
+from testbed.protocols.mobility.analysis.batch import NAMES, check_runs
 
 from .test_checks import AFTER, _mover_delivery, history, mutate, results, write_run
 

@@ -11,7 +11,7 @@ import pytest
 
 from testbed.analysis.context import AnalysisContext, AnalysisOptions
 from testbed.analysis.ingest import ingest
-from testbed.analysis.mobility.checks import CHECKS, intersects
+from testbed.protocols.mobility.analysis.checks import CHECKS, intersects
 
 from .harness import CHAIN, configs, publishers, run
 from .test_moves import MOBILE

@@ -136,7 +136,7 @@ def test_a_client_lost_with_its_broker_has_its_later_misses_attributed_to_the_cr
     """The target crashes after the commit and restarts early: the moved client (and m-1, hosted
     there) is gone for the rest of the run, beyond the crash's attribution window. P4 attributes
     its misses from the crash on to the crash (section 4.1), not only those inside the window."""
-    from testbed.nodes.pubsub.filters import matches, parse
+    from testbed.protocols.pubsub.nodes.filters import matches, parse
 
     from pubsub.harness import WALL0
 

@@ -202,7 +202,7 @@ def test_an_abort_dropped_at_a_down_neighbour_is_resent_when_it_comes_back(tmp_p
 
 def test_without_the_abort_resend_the_target_keeps_its_queued_copy(tmp_path):
     """The failure the re-send fixes (seen on real processes when b4's restart took ~2 s under load)."""
-    from testbed.nodes.mobility.broker import MobilityBroker
+    from testbed.protocols.mobility.nodes.broker import MobilityBroker
 
     orig = MobilityBroker.on_peer_up
     MobilityBroker.on_peer_up = lambda self, peer: super(MobilityBroker, self).on_peer_up(peer)

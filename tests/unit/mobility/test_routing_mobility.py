@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from testbed.nodes.pubsub.filters import matches, parse
-from testbed.nodes.pubsub.routing import Change, Out, RoutingTable
+from testbed.protocols.pubsub.nodes.filters import matches, parse
+from testbed.protocols.pubsub.nodes.routing import Change, Out, RoutingTable
 
 from pubsub.test_routing import ADV_FILTERS, SUB_FILTERS, Net, rand_tree
 

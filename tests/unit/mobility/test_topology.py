@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import TopologyError
-from testbed.nodes.mobility.workloads import TEMPLATES, assign, covered_count, template
-from testbed.nodes.pubsub.filters import covers, parse
+from testbed.protocols.mobility.nodes.workloads import TEMPLATES, assign, covered_count, template
+from testbed.protocols.pubsub.nodes.filters import covers, parse
 from testbed.topology.loader import plans
 from testbed.topology.loader import load
 
@@ -76,7 +76,7 @@ def test_shipped_topologies_validate(name, runs, movement):
 
 def test_fig8_tree_paths_are_six_links():
     [plan] = plans(str(ROOT / "topologies" / "mobility" / "fig08-quick.yaml"), {}, None)
-    from testbed.analysis.mobility.checks import tree_paths  # noqa: PLC0415  (analysis side, pure)
+    from testbed.protocols.mobility.analysis.checks import tree_paths  # noqa: PLC0415  (analysis side, pure)
 
     path = tree_paths({n: list(v.neighbors) for n, v in plan.nodes.items() if v.kind == "node"})
     assert len(path("b1", "b13")) - 1 == 6 and len(path("b2", "b14")) - 1 == 6 and len(path("b1", "b12")) - 1 == 6
@@ -84,7 +84,7 @@ def test_fig8_tree_paths_are_six_links():
 
 @pytest.mark.parametrize("brokers", [14, 20, 26, 32])
 def test_fig13_grows_the_tree_and_keeps_the_paths(brokers):
-    from testbed.analysis.mobility.checks import tree_paths  # noqa: PLC0415
+    from testbed.protocols.mobility.analysis.checks import tree_paths  # noqa: PLC0415
 
     ps = plans(str(ROOT / "topologies" / "mobility" / "fig13-quick.yaml"), {"brokers": brokers}, None)
     for plan in ps:
@@ -137,9 +137,9 @@ def test_every_repeat_draws_its_own_clients_and_every_party_of_a_run_the_same(tm
     config), the validation hook and the analysis (plan.json) of one run agree on them."""
     import json
 
-    from testbed.analysis.mobility.measure import clients_of
+    from testbed.protocols.mobility.analysis.measure import clients_of
     from testbed.render.node_config import render_node_config
-    from testbed.topology.protocols.mobility import hosted_clients
+    from testbed.protocols.mobility.topology import hosted_clients
 
     g = {"name": "m", "count": 20, "workload": "random", "start": ["b1", "b2"], "pause": 10.0}
     brokers = ["b1", "b2"]

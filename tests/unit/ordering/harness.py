@@ -14,9 +14,9 @@ import itertools
 import random
 from typing import Any, Callable
 
-from testbed.nodes.ordering.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, TMHost,
+from testbed.protocols.ordering.nodes.core import (COMPLETED_SUB_VC, EVENT_TS, OrderingModule, TMHost,
                                          ts_from_wire, ts_to_wire)
-from testbed.nodes.ordering.placement import make_placement, rank_table
+from testbed.protocols.ordering.nodes.placement import make_placement, rank_table
 
 
 class Sim:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from testbed.nodes.ordering.clients import OrderingClientHost
+from testbed.protocols.ordering.nodes.clients import OrderingClientHost
 
 TM = {"topics": 8, "strategy": "range", "servers": ["t1"]}
 
@@ -60,7 +60,7 @@ def test_settle_timer_starts_when_the_broker_is_up():
 
 
 def _complete_subscriptions(diffuse: bool) -> list[tuple[str, dict]]:
-    from testbed.nodes.ordering.core import COMPLETED_SUB_VC, FILL_IN_SUB_TS
+    from testbed.protocols.ordering.nodes.core import COMPLETED_SUB_VC, FILL_IN_SUB_TS
 
     rt = RT()
     rt.config["params"]["diffuse"] = diffuse

@@ -2,10 +2,10 @@ import random
 
 import pytest
 
-from testbed.analysis.ordering.history import check_completeness, check_ooo_tags, check_tno
-from testbed.nodes.ordering.core import (TopicManager, next_topic, sg_from_counts, ts_from_wire,
+from testbed.protocols.ordering.analysis.history import check_completeness, check_ooo_tags, check_tno
+from testbed.protocols.ordering.nodes.core import (TopicManager, next_topic, sg_from_counts, ts_from_wire,
                                          ts_less, ts_to_wire, update_sequencing_group, ts_bytes)
-from testbed.nodes.ordering.placement import make_placement, placement_table
+from testbed.protocols.ordering.nodes.placement import make_placement, placement_table
 
 from .harness import Sim, random_run
 
@@ -164,7 +164,7 @@ def test_checkers_fail_on_broken_histories():
 
 def test_matrix_sg_sizes_equal_topic_managers():
     """Figs 7-8 path (matrix counts) == what the TMs compute from FILL_IN_SUB_TS."""
-    from testbed.analysis.ordering.tssize import sg_sizes
+    from testbed.protocols.ordering.analysis.tssize import sg_sizes
 
     rng = random.Random(5)
     subs = {f"c{i}": sorted(rng.sample(range(30), rng.randint(1, 6))) for i in range(40)}

@@ -4,8 +4,8 @@ notification was quadratic). Behaviour is unchanged: TNO and completeness still 
 
 import pytest
 
-from testbed.analysis.ordering.history import check_completeness, check_tno
-from testbed.nodes.ordering.core import OrderingModule
+from testbed.protocols.ordering.analysis.history import check_completeness, check_tno
+from testbed.protocols.ordering.nodes.core import OrderingModule
 
 from .harness import Sim
 
@@ -112,7 +112,7 @@ def test_drain_leaves_nothing_ready(seed, reliable, monkeypatch):
 def test_unsubscribing_releases_what_waited_for_that_topic():
     """An event of topic 0 waits for topic 1 (``ts[1] > sub_LC[1]``); unsubscribing topic 1
     makes it next (isNext ignores topics not subscribed): the drain must look at it again."""
-    from testbed.nodes.ordering.core import ts_to_wire
+    from testbed.protocols.ordering.nodes.core import ts_to_wire
 
     notified = []
 

@@ -6,9 +6,9 @@ b1 - b2 - b3; the client process ``cb`` has clients on b2 and b3, ``ca`` one on 
 
 from __future__ import annotations
 
-from testbed.nodes.ordering.clients import ens_advertisements
-from testbed.nodes.pubsub.filters import parse
-from testbed.nodes.pubsub.routing import RoutingTable
+from testbed.protocols.ordering.nodes.clients import ens_advertisements
+from testbed.protocols.pubsub.nodes.filters import parse
+from testbed.protocols.pubsub.nodes.routing import RoutingTable
 
 
 def overlay(advs):

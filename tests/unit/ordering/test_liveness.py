@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.analysis.ordering.history import check_completeness, check_tno
+from testbed.protocols.ordering.analysis.history import check_completeness, check_tno
 
-from testbed.nodes.ordering.core import next_topic
-from testbed.nodes.ordering.placement import placement_table, rank_table
+from testbed.protocols.ordering.nodes.core import next_topic
+from testbed.protocols.ordering.nodes.placement import placement_table, rank_table
 
 from .harness import Sim, random_run
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.analysis.ordering.liveness import SLACK_S, check_liveness, liveness_bound
+from testbed.protocols.ordering.analysis.liveness import SLACK_S, check_liveness, liveness_bound
 
 from .harness import Sim, random_run
 from .test_liveness import three_sites

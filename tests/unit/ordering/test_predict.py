@@ -1,9 +1,9 @@
-"""The ordering predictor (testbed/analysis/ordering/predict.py) on hand-computable topologies."""
+"""The ordering predictor (testbed/protocols/ordering/analysis/predict.py) on hand-computable topologies."""
 
 import pytest
 
-from testbed.analysis.ordering.predict import chain, pipeline_path, predict
-from testbed.nodes.ordering.workload import rank_weights
+from testbed.protocols.ordering.analysis.predict import chain, pipeline_path, predict
+from testbed.protocols.ordering.nodes.workload import rank_weights
 from testbed.topology.loader import plans
 
 TWO_SITES = """

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from testbed import api
-from testbed.analysis.ordering.randomized import FAULTS, describe, generate, write
+from testbed.protocols.ordering.analysis.randomized import FAULTS, describe, generate, write
 
 SEEDS = range(40)
 

@@ -1,10 +1,10 @@
-"""The subscription law of Sec 5.2 (testbed/nodes/ordering/workload.py, issue #12 item 1)."""
+"""The subscription law of Sec 5.2 (testbed/protocols/ordering/nodes/workload.py, issue #12 item 1)."""
 
 import random
 
 import pytest
 
-from testbed.nodes.ordering.workload import FOREIGN_EPS, Popularity, client_subscriptions
+from testbed.protocols.ordering.nodes.workload import FOREIGN_EPS, Popularity, client_subscriptions
 
 OWN = list(range(200, 400))  # site 2 of the paper deployment: TMs of topics 200-399
 

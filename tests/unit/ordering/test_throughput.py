@@ -4,7 +4,7 @@ offered rate whatever its latency (issue #12), a saturated one as its service ra
 
 import pytest
 
-from testbed.analysis.ordering.metrics import timestamp_summary
+from testbed.protocols.ordering.analysis.metrics import timestamp_summary
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from testbed.nodes.ordering.core import CREATE_PUB_TS, EVENT_TS, FILL_IN_PUB_TS, FILL_IN_SUB_TS
-from testbed.nodes.ordering.tm_server import ACK, CHAN, TMServer
+from testbed.protocols.ordering.nodes.core import CREATE_PUB_TS, EVENT_TS, FILL_IN_PUB_TS, FILL_IN_SUB_TS
+from testbed.protocols.ordering.nodes.tm_server import ACK, CHAN, TMServer
 
 TM = {"topics": 6, "strategy": "explicit", "servers": ["s1", "s2"],
       "assign": {"s1": [0, 1, 2], "s2": [3, 4, 5]}}

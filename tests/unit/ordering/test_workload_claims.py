@@ -1,6 +1,6 @@
 import random
 
-from testbed.nodes.ordering.workload import (Popularity, client_subscriptions, own_topics,
+from testbed.protocols.ordering.nodes.workload import (Popularity, client_subscriptions, own_topics,
                                              rank_weights, zipf_exponent)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from testbed import protocols as P
+from testbed import registry as P
 from testbed.nodes.runtime import api as node_api
 from testbed.nodes.runtime import events as E
 from testbed.topology.protocols import PROTOCOLS, TOPOLOGY_ATTRS, client_params_model
@@ -19,9 +19,14 @@ from testbed.topology.protocols import PROTOCOLS, TOPOLOGY_ATTRS, client_params_
 ROOT = Path(P.__file__).resolve().parent
 
 
-def test_builtins_are_the_topology_modules_on_disk():
-    on_disk = sorted(p.stem for p in (ROOT / "topology" / "protocols").glob("*.py") if not p.stem.startswith("_"))
+def test_builtins_are_the_protocol_packages_on_disk():
+    on_disk = sorted(p.parent.name for p in (ROOT / "protocols").glob("*/__init__.py")
+                     if not p.parent.name.startswith("_"))
     assert P.builtin_names() == on_disk
+    for name in on_disk:  # each found as an entry point's package is: one way
+        p = P.get(name)
+        assert (p.package, p.source, p.topology) == (f"testbed.protocols.{name}", "builtin",
+                                                    f"testbed.protocols.{name}.topology")
     assert {"pubsub", "ordering", "gryphon", "echo"} <= set(P.names())
     assert list(PROTOCOLS) == P.names()  # the loader's view is the registry's
 
@@ -59,27 +64,56 @@ def test_every_registered_protocol_has_every_part(name):
     assert all(callable(f) for f in p.figures())
 
 
+def _generic_files() -> list[Path]:
+    """Every source file of the testbed package outside the protocol packages (test support,
+    testbed/testing, is for the tests and names protocols as they do)."""
+    out = []
+    for f in sorted(ROOT.rglob("*")):
+        rel = f.relative_to(ROOT)
+        if f.is_file() and f.suffix in (".py", ".j2", ".yaml", ".json", ".toml") and "__pycache__" not in rel.parts \
+                and rel.parts[0] not in ("protocols", "testing"):
+            out.append(f)
+    return out
+
+
+def test_no_file_outside_a_protocol_package_names_a_protocol():
+    """Generic code names no protocol (as a word, in code, strings or comments): a protocol is one
+    folder, found by the registry. A generic word that is also a protocol's name is reworded."""
+    import re
+
+    files = _generic_files()
+    assert len(files) > 80 and any(f.name == "registry.py" for f in files)
+    names = P.builtin_names()
+    assert {"echo", "pubsub", "ordering", "gryphon", "transactions", "mobility"} <= set(names)
+    pattern = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9])")
+    hits = [f"{f.relative_to(ROOT.parent)}:{i}: {line.strip()}" for f in files
+            for i, line in enumerate(f.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == [], "\n".join(hits)
+
+
+def test_the_grep_for_protocol_names_can_fail(tmp_path, monkeypatch):
+    """The test above sees a name planted in a generic file."""
+    import re
+
+    planted = tmp_path / "x.py"
+    planted.write_text('PROTOCOL = "gryphon"  # a special case\n')
+    pattern = re.compile(r"(?<![A-Za-z0-9_])(gryphon)(?![A-Za-z0-9])")
+    assert pattern.search(planted.read_text())
+    assert not pattern.search("gryphonish = 1\nmy_gryphon = 2\n")
+
+
 def test_echo_is_registered_through_the_shape_alone():
-    """echo is named in no central file: its parts are found where the convention puts them."""
-    central = ["testbed/protocols.py", "testbed/topology/protocols/__init__.py", "testbed/topology/schema.py",
-               "testbed/topology/loader.py", "testbed/cli.py", "testbed/api.py", "testbed/analysis/job.py",
-               "testbed/analysis/ingest.py", "testbed/analysis/figures.py", "testbed/analysis/checks.py",
-               "testbed/nodes/runtime/events.py", "testbed/render/node_config.py"]
-    for f in central:
-        text = (ROOT.parent / f).read_text()
-        for proto in ("echo", "pubsub", "ordering", "gryphon", "transactions", "mobility"):
-            assert f'"{proto}"' not in text and f"'{proto}'" not in text, f"{f} names {proto}"
     e = P.get("echo")
-    assert (e.nodes, e.events, e.analysis) == ("testbed.nodes.echo", "testbed.nodes.echo.events",
-                                               "testbed.analysis.echo")
+    assert (e.nodes, e.events, e.analysis) == ("testbed.protocols.echo.nodes", "testbed.protocols.echo.nodes.events",
+                                               "testbed.protocols.echo.analysis")
     assert [c.__name__ for c in e.checks()] == ["check_fifo", "check_no_phantom"]
-    assert P.node_class_path("echo", "node", "echo") == "testbed.nodes.echo.node:EchoNode"
+    assert P.node_class_path("echo", "node", "echo") == "testbed.protocols.echo.nodes.node:EchoNode"
 
 
 def test_a_runnable_protocol_missing_parts_is_reported():
     assert P.Protocol("x", "t", nodes="n").missing() == ["events", "analysis"]
-    assert P.Protocol("x", "t", nodes="testbed.nodes.echo", events="e",
-                      analysis="testbed.nodes.echo").missing() == ["analysis.checks"]
+    assert P.Protocol("x", "t", nodes="testbed.protocols.echo.nodes", events="e",
+                      analysis="testbed.protocols.echo.nodes").missing() == ["analysis.checks"]
     assert P.Protocol("x", "t").missing() == []  # declared only: nothing is required yet
 
 
@@ -113,7 +147,7 @@ def _write_toy(tmp_path: Path, pkg: str, *, topology: bool = True, runnable: boo
         shutil.rmtree(d / "analysis")
         return root
     (d / "nodes" / "__init__.py").write_text(
-        'NODE_CLASSES = {("node", "*"): "testbed.nodes.echo.node:EchoNode"}\n')
+        'NODE_CLASSES = {("node", "*"): "testbed.protocols.echo.nodes.node:EchoNode"}\n')
     (d / "nodes" / "events.py").write_text(
         f'from testbed.nodes.runtime.events import declare\n'
         f'declare("{pkg}_hello", "{pkg}", "A toy event.", n="int")\n')
@@ -160,7 +194,7 @@ def test_entry_point_protocol_is_found_by_the_same_convention(toy):
         "zztoy.topology", "zztoy.nodes", "zztoy.nodes.events", "zztoy.analysis", None)
     assert p.missing() == []
     assert "zztoy" in PROTOCOLS and PROTOCOLS["zztoy"].NODE_ROLES == {"echo"}
-    assert P.node_class_path("zztoy", "node", "echo") == "testbed.nodes.echo.node:EchoNode"
+    assert P.node_class_path("zztoy", "node", "echo") == "testbed.protocols.echo.nodes.node:EchoNode"
     assert "zztoy_hello" in P.all_events()
     assert [c.__name__ for c in P.checks_for("zztoy")] == ["check_toy"]
 
@@ -208,12 +242,12 @@ def test_entry_point_parts_may_be_named_explicitly(toy, tmp_path):
 
 
 def test_node_runtime_loads_the_rendered_class_and_rejects_bad_paths():
-    from testbed.nodes.echo.node import EchoNode
+    from testbed.protocols.echo.nodes.node import EchoNode
 
-    assert node_api.resolve("whatever", "node", "x", "testbed.nodes.echo.node:EchoNode") is EchoNode
-    assert node_api.resolve("echo", "node", "echo") is EchoNode  # no node_class: testbed.nodes.<p>
+    assert node_api.resolve("whatever", "node", "x", "testbed.protocols.echo.nodes.node:EchoNode") is EchoNode
+    assert node_api.resolve("echo", "node", "echo") is EchoNode  # no node_class: testbed.protocols.<p>.nodes
     with pytest.raises(ValueError, match="expected 'module:Class'"):
-        node_api.load_class("testbed.nodes.echo.node")
+        node_api.load_class("testbed.protocols.echo.nodes.node")
     with pytest.raises(TypeError, match="not a Node subclass"):
         node_api.load_class("testbed.nodes.runtime.api:Runtime")
 

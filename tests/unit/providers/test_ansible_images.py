@@ -97,7 +97,7 @@ def test_build_context_tar_is_the_node_image_context_and_deterministic(tmp_path)
         names = tf.getnames()
         dockerfile = tf.extractfile("Dockerfile").read().decode()
     assert names == sorted(rel for _, rel in context_files())
-    assert "Dockerfile" in names and "testbed/nodes/__main__.py" in names
+    assert "Dockerfile" in names and "code/testbed/nodes/__main__.py" in names
     assert not any(n.startswith(("testbed/analysis", "testbed/providers")) for n in names)
     assert "ENTRYPOINT" in dockerfile and "ARG BASE" in dockerfile
 

@@ -75,6 +75,11 @@ def test_bundle_holds_the_node_package_only_and_is_deterministic(tmp_path):
         names = set(tf.getnames())
     assert {"testbed/__init__.py", "testbed/nodes/__main__.py", "tbhost.py", "vendor/msgpack/fallback.py"} <= names
     assert not any(n.startswith(("testbed/providers", "testbed/analysis")) or n == "testbed/api.py" for n in names)
+    # every protocol's nodes part travels, none of its controller side
+    assert {"testbed/protocols/__init__.py", "testbed/protocols/pubsub/__init__.py",
+            "testbed/protocols/pubsub/nodes/broker.py", "testbed/protocols/ordering/nodes/core.py"} <= names
+    assert not any(n.startswith("testbed/protocols/") and ("/analysis/" in n or n.endswith(("/topology.py",
+                   "/experiments.py")) or "/experiments/" in n or "/topologies/" in n) for n in names)
     assert not any(n.endswith(".so") for n in names)
 
 

@@ -75,11 +75,22 @@ def test_names_and_labels():
 
 
 def test_image_context_holds_only_node_files():
+    import re
+
+    from testbed import registry
+
     rels = [rel for _, rel in context_files()]
     assert rels[0] == "Dockerfile"
-    assert "testbed/__init__.py" in rels
-    assert all(r == "Dockerfile" or r == "testbed/__init__.py" or r.startswith("testbed/nodes/") for r in rels)
+    assert "code/testbed/__init__.py" in rels and "code/testbed/protocols/__init__.py" in rels
+    node_part = re.compile(r"code/testbed/protocols/[a-z_0-9]+/(__init__\.py|nodes/.*)")
+    assert all(r == "Dockerfile" or r == "code/testbed/__init__.py" or r.startswith("code/testbed/nodes/")
+               or r == "code/testbed/protocols/__init__.py" or node_part.fullmatch(r) for r in rels), rels
     assert not any("__pycache__" in r or r.endswith(".pyc") for r in rels)
+    # every runnable protocol's nodes part is shipped, and nothing of its controller side
+    for p in registry.registry():
+        if p.nodes:
+            assert f"code/{p.nodes.replace('.', '/')}/__init__.py" in rels, p.name
+    assert not any("/analysis/" in r or r.endswith("/topology.py") or "/experiments" in r for r in rels)
 
 
 def test_apt_mirror_parsing(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ import collections
 
 import pytest
 
-from testbed.nodes.pubsub.filters import matches, parse
+from testbed.protocols.pubsub.nodes.filters import matches, parse
 
 from .harness import Sim, topology
 

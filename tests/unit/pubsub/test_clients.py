@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from testbed.nodes.pubsub.clients import advertisement_for, make_attr_source, parse_generator
-from testbed.nodes.pubsub.filters import matches, parse
+from testbed.protocols.pubsub.nodes.clients import advertisement_for, make_attr_source, parse_generator
+from testbed.protocols.pubsub.nodes.filters import matches, parse
 
 from .harness import Sim, topology
 

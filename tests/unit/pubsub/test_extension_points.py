@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import testbed.nodes.pubsub as core
-from testbed.nodes.pubsub import Broker, RoutingTable, parse
+import testbed.protocols.pubsub.nodes as core
+from testbed.protocols.pubsub.nodes import Broker, RoutingTable, parse
 
 from .harness import FakeRuntime, Sim, topology
 
-ROOT = Path(core.__file__).resolve().parents[3]  # the checkout (testbed/nodes/pubsub/__init__.py)
+ROOT = Path(core.__file__).resolve().parents[3]  # the checkout (testbed/protocols/pubsub/nodes/__init__.py)
 
 
 def test_public_api_exports_resolve():

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from testbed.nodes.pubsub.filters import (
+from testbed.protocols.pubsub.nodes.filters import (
     FilterError, Pred, covers, intersects, make, matches, parse, parse_cached, topic,
 )
 

@@ -1,4 +1,4 @@
-from testbed.nodes.pubsub.clients import next_incarnation
+from testbed.protocols.pubsub.nodes.clients import next_incarnation
 
 
 def test_restarted_publisher_continues_with_higher_seqs(tmp_path):

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from testbed.nodes.pubsub.filters import covers, make, matches, parse, Pred
-from testbed.nodes.pubsub.routing import MatchIndex, Out, RoutingTable
+from testbed.protocols.pubsub.nodes.filters import covers, make, matches, parse, Pred
+from testbed.protocols.pubsub.nodes.routing import MatchIndex, Out, RoutingTable
 
 F = parse
 

@@ -69,7 +69,7 @@ def run_with_crash(variant: str, crash: str = "b2", at_s: float = 1.0, down_s: f
 
 def advpub(variant: str, brokers: dict[str, list[str]] | None = None, c2: list[str] | None = None,
            c1: list[str] | None = None, **params: Any) -> dict[str, dict[str, Any]]:
-    """Node configs of ``params.scenario: advpub`` (nodes/transactions/advpub.py): groups e
+    """Node configs of ``params.scenario: advpub`` (protocols/transactions/nodes/advpub.py): groups e
     (coordinator C2) and a (agent C1), one of each per instance."""
     brokers = brokers or LINE3
     configs = scenario(variant, brokers=brokers, attach={"e": c2 or ["b1"], "d": c2 or ["b1"], "a": c1 or ["b3"]},

@@ -1,5 +1,5 @@
 """Transactional adv/uadv (Alg 2) through the TXManager library: scenario ``advpub`` on the
-in-memory runtime (nodes/transactions/advpub.py), every variant. C1's sub is held at its broker
+in-memory runtime (protocols/transactions/nodes/advpub.py), every variant. C1's sub is held at its broker
 (no advertisement yet), C2's txAdv releases it (a sub operation the broker issues, acknowledged
 before the adv in D-TX/D-TXNI), C2's publication reaches C1 on commit, a txUadv withdraws the
 released subscription; aborts leave nothing. Then the Spark checks on these histories, and

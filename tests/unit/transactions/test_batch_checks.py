@@ -1,4 +1,4 @@
-"""The batched checks (analysis/transactions/batch.py): many runs' histories in one Spark job per
+"""The batched checks (protocols/transactions/analysis/batch.py): many runs' histories in one Spark job per
 check give each run the verdict the per-run checks give it: a broken run fails, with examples
 naming its own ids, and the good runs beside it pass."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.analysis.transactions.batch import check_runs
+from testbed.protocols.transactions.analysis.batch import check_runs
 from testbed.experiments import topologies
 from tests.unit.pubsub.harness import WALL0
 
@@ -93,7 +93,7 @@ def test_p8_batched_over_runs_equals_each_run_alone(spark, tmp_path):
     """P8 (the pub/sub core's checks on the regular traffic, Fig 9) batched over several runs
     gives each run what check_run gives it alone: a run that lost a delivery fails completeness,
     the good runs beside it pass."""
-    from testbed.analysis.transactions.measure import check_run, pubsub_check_runs
+    from testbed.protocols.transactions.analysis.measure import check_run, pubsub_check_runs
 
     from .harness import run as sim_run
 

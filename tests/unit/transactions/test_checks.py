@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.analysis.context import AnalysisContext, AnalysisOptions
-from testbed.analysis.transactions import checks as C
+from testbed.protocols.transactions.analysis import checks as C
 from tests.unit.pubsub.harness import WALL0
 
 from .harness import run

@@ -26,7 +26,7 @@ def test_a_dtx_conflict_run_overlaps_the_dispatches_and_passes_every_check(spark
     assert any(r["ev"] == "tx_phase" and r["phase"] == "prepare" and r["conflict"] for r in logs)
     assert all(ends[t] == "committed" for t in ends if t not in probes)  # every dispatch committed
     assert failed(spark, logs, "dtx", conflict=True) == {}
-    from testbed.analysis.transactions import checks as C
+    from testbed.protocols.transactions.analysis import checks as C
 
     r = C.check_commit_order(ctx_of(spark, logs, "dtx", conflict=True))
     assert r.details["probes"] == len(probes) and r.details["conflicts_flagged"] > 0
@@ -69,7 +69,7 @@ def test_dtxni_and_stx_report_it_and_do_not_fail(spark, variant):
     assert failed(spark, logs, variant, conflict=True) == {}
     _deliver_to_both(logs)
     assert P6 not in failed(spark, logs, variant, conflict=True)
-    from testbed.analysis.transactions import checks as C
+    from testbed.protocols.transactions.analysis import checks as C
 
     r = C.check_commit_order(ctx_of(spark, logs, variant, conflict=True))
     assert r.passed and r.details["violations_found"] == 1 and r.details["required"] is False

@@ -1,4 +1,4 @@
-"""The transactions paper (experiments/transactions.py): the wait search's bisection, the grids,
+"""The transactions paper (protocols/transactions/experiments/): the wait search's bisection, the grids,
 and every claim judged on good and on broken data."""
 
 import math
@@ -6,10 +6,10 @@ import math
 import pytest
 
 from testbed import api
-from testbed.analysis.transactions.measure import rate_drop, throughput
+from testbed.protocols.transactions.analysis.measure import rate_drop, throughput
 from testbed.experiments import claims as C
 from testbed.experiments import papers, topologies
-from testbed.experiments import transactions as T
+from testbed.protocols.transactions import experiments as T
 from testbed.experiments.runner import plan_work
 
 
@@ -251,7 +251,7 @@ def test_a_search_run_that_failed_to_come_up_is_tried_again(monkeypatch, tmp_pat
     import types
 
     import testbed.analysis.session as S
-    import testbed.analysis.transactions.measure as M
+    import testbed.protocols.transactions.analysis.measure as M
     from testbed.errors import ProviderError
 
     monkeypatch.setenv("TESTBED_RUNS", str(tmp_path))
@@ -267,12 +267,12 @@ def test_a_search_run_that_failed_to_come_up_is_tried_again(monkeypatch, tmp_pat
         return types.SimpleNamespace(path=tmp_path / f"run{len(calls)}")
 
     monkeypatch.setattr(api, "run_one", run_one)
-    T._SEARCHES.clear()
+    from testbed.experiments.runner import ComputeContext
+
     path = str(topologies.find("transactions", "reproduce.yaml"))
     [plan] = [p for p in api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
               if p.repeat_index == 0]
-    row = T.search(plan)
-    T._SEARCHES.clear()
+    row = T.search(plan, ComputeContext(scale="quick", runs_dir=tmp_path, get_spark=lambda: None))
     assert calls[:2] == [400, 400] and row["wait_ms"] == 0  # every probe passes here: down to 0
     assert row["failed_attempts"] == [{"wait_ms": 400, "placement": 0, "repeat": 0,
                                        "error": "ProviderError: node b1: exited during start-up: address already in use"}]

@@ -71,7 +71,7 @@ def test_all_finished_rule():
 def test_where_a_run_s_wall_time_went(tmp_path):
     import json
 
-    from testbed.analysis.transactions.measure import phase_totals, run_phases
+    from testbed.protocols.transactions.analysis.measure import phase_totals, run_phases
 
     t0 = 1_700_000_000_000_000_000
     for name, end in (("r1", 3.5), ("r2", None)):

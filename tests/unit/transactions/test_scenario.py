@@ -4,8 +4,8 @@ from collections import defaultdict
 
 import pytest
 
-from testbed.nodes.pubsub.filters import parse
-from testbed.nodes.transactions.broker import DtxBroker, DtxniBroker, StxBroker, TxBroker
+from testbed.protocols.pubsub.nodes.filters import parse
+from testbed.protocols.transactions.nodes.broker import DtxBroker, DtxniBroker, StxBroker, TxBroker
 
 from .harness import run
 

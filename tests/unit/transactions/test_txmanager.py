@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.nodes.transactions.txmanager import TXError, TXManager
+from testbed.protocols.transactions.nodes.txmanager import TXError, TXManager
 
 
 class FakeRt:

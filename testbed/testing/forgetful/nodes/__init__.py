@@ -2,5 +2,5 @@
 
 NODE_CLASSES = {
     ("node", "broker"): "testbed.testing.forgetful.nodes.broker:ForgetfulBroker",
-    ("clients", "*"): "testbed.nodes.pubsub.clients:ClientHost",
+    ("clients", "*"): "testbed.protocols.pubsub.nodes.clients:ClientHost",
 }

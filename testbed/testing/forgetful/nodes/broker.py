@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.nodes.pubsub import Broker
+from testbed.protocols.pubsub.nodes import Broker
 from testbed.testing.forgetful.nodes import events as _events  # noqa: F401  (registers its event)
 
 

@@ -1,0 +1,366 @@
+"""Bhola et al., exactly-once delivery in Gryphon: Figs 4-8 (EXPERIMENTS.md section C) as grids and claims.
+
+  Figs 4-5  fig4-5.yaml, one run per (subscribers, mode in gd/best-effort) and seed
+  Fig 6     fig6.yaml   link b1-s1 stalled then failed
+  Fig 7     fig7.yaml   b1 stalled, crashed, restarted
+  Fig 8     fig8.yaml   p1 (the PHB) stalled, crashed, restarted
+
+Every run is analysed on its own (Parquet + the history checks); the numbers are read back with
+``testbed.protocols.gryphon.analysis.measure`` and the claims judged over the seeds. Fault figures show seed 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from testbed.experiments import claims as C
+from testbed.experiments.claims import Difference, Tolerance
+from testbed.experiments.grid import Figure, Grid, Paper, Reference
+
+# Quick keeps the paper's fan-out pressure at the SHB (Fig 5's "remote latency increases with the number
+# of subscribers" needs it: 400 subscribers at 2 msgs/s do not load an SHB): the paper's first two
+# subscriber counts (2,000 and 8,000 deliveries/s at the SHB) and shorter runs (8 s against 30 s); 16,000
+# (a 51 MB log per run to analyse) would take quick past its 20 minutes.
+SUBSCRIBERS = {"quick": [1000, 4000], "paper": [1000, 4000, 8000, 16000]}
+MODES = ("gd", "best-effort")
+
+# Every tolerance of this paper, with its reason (one place).
+TOL = {
+    "shb_under": Tolerance("the paper: 'under 4%' (CPU % of one core)", high=4.0),
+    "shb_constant": Tolerance("'stays constant': the GD overhead varies by at most 2 CPU points over the sweep",
+                              high=2.0),
+    "phb_flat": Tolerance("'flat': the PHB's GD CPU % varies over the subscriber sweep by at most 2 points or "
+                          "25% of its mean (phb_flat_rel), whichever is larger: the PHB does no per-subscriber "
+                          "work; the rest is the noise of a shared machine", high=2.0),
+    "phb_flat_rel": Tolerance("see phb_flat: the relative part of the bound (a fraction of the mean)", high=0.25),
+    "gap_constant": Tolerance("'remains approximately constant' / 'observed in both the local and the remote "
+                              "latencies': the GD - best-effort gap varies by at most 20 ms (20% of the 100 ms "
+                              "log force that sets it) over the subscriber sweep, and the remote and local gaps "
+                              "differ by at most as much", high=20.0),
+    "notice": Tolerance("'does not notice the failure till more than 2 seconds later (just after time 8000)': "
+                        "the link is stalled 2.5 s (the paper: 2-3 s) and then closed, which s1 detects at once; "
+                        "its first nack must come after 2 s and before 3 s (the paper's longest stall)",
+                        low=2.0, high=3.0),
+    "peak": Tolerance("the paper: 'a latency of 2.5 seconds' for the last message before the failure (the 2.5 s "
+                      "stall, then the nack round trip after the close): within 20%", rel=0.2),
+    "ratio": Tolerance("'about half': b2 merges s1's and s2's identical nacks", low=0.35, high=0.65),
+    "per_pubend": Tolerance("'about 2750ms of data was lost for each pubend. This agrees with the time interval "
+                            "for which b1 was stalled': the nack range divided by the pubends routed via b1 is "
+                            "the stall (issue #12: within 15%)", rel=0.15),
+}
+CPU_UNIT = ("% of one core of this machine (100 = one core busy); the paper's brokers ran on dedicated "
+            "6-processor Power-PC machines, its axis unit is not comparable")
+LOG_FORCE = ("set by the topology's log_force (100 ms, from Sec 4.1: 'This latency difference of about 100ms "
+             "is due to the delay introduced by the logging of guaranteed messages at the PHB'): the absolute gap "
+             "is what we configured, so it is reported, not judged; the claims judged are that it is constant "
+             "and the same locally and remotely")
+HARDWARE_LOG = ("set by the paper's logging hardware (a disk write per message at the PHB); here a local fsync "
+                "on a shared 2-core machine: reported, not judged")
+
+
+def _refs(ctx, n: int):
+    return [(r.x, r.y, r.label(), r.series) for r in ctx.references(n)]
+
+
+# ------------------------------------------------------------------------------ claims (pure)
+def claims_45(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
+    """``rows``: one per run: subscribers, mode, repeat + measure_45's numbers."""
+    by: dict[tuple[str, int, int], dict[str, Any]] = {(r["mode"], r["subscribers"], r["repeat"]): r for r in rows}
+    ns = sorted({r["subscribers"] for r in rows})
+    seeds = sorted({r["repeat"] for r in rows})
+
+    def val(mode, n, r, key):
+        v = by.get((mode, n, r), {}).get(key)
+        return math.nan if v is None else float(v)
+
+    def ok(v):
+        return bool(v) and not any(map(math.isnan, v))
+
+    out: list[C.Claim] = []
+    if 4 in figs:
+        shb = {r: [val("gd", n, r, "cpu_s1") - val("best-effort", n, r, "cpu_s1") for n in ns] for r in seeds}
+        phb = {r: [val("gd", n, r, "cpu_p1") - val("best-effort", n, r, "cpu_p1") for n in ns] for r in seeds}
+        out.append(C.value(4, "SHB: GD - best-effort under 4%",
+                           [max(v) for v in shb.values() if v], 4.0, TOL["shb_under"],
+                           what="the largest SHB overhead of the sweep, per seed", by_seed=shb, unit=CPU_UNIT))
+        out.append(C.shape(4, "SHB: GD - best-effort stays constant",
+                           [(max(v) - min(v)) <= TOL["shb_constant"].high if ok(v) else None for v in shb.values()],
+                           judged="max - min of the SHB overhead over the sweep <= 2 CPU points",
+                           samples=[max(v) - min(v) for v in shb.values() if v], tol=TOL["shb_constant"]))
+        out.append(C.comparison(4, "the overhead for GD at the PHB is more than that at the SHB (logging)",
+                                [Difference(f"{n} subscribers", tuple(phb[r][i] for r in seeds),
+                                            tuple(shb[r][i] for r in seeds), ">") for i, n in enumerate(ns)],
+                                what="GD - best-effort CPU at the PHB (p1) against the SHB (s1), at every "
+                                     "subscriber count, over the seeds (" + CPU_UNIT + ")"))
+        flat, rng = [], []
+        t = TOL["phb_flat"]
+        for r in seeds:
+            pv = [x for x in (val("gd", n, r, "cpu_p1") for n in ns) if not math.isnan(x)]
+            bound = max(t.high, TOL["phb_flat_rel"].high * (sum(pv) / len(pv))) if pv else 0.0
+            flat.append((max(pv) - min(pv)) <= bound if pv else None)
+            rng.append(max(pv) - min(pv) if pv else None)
+        out.append(C.shape(4, "PHB flat in #subscribers", flat, samples=rng, tol=t,
+                           judged="max - min of the PHB's GD CPU % <= max(2 points, 25% of its mean)"))
+        out.append(C.information(4, "PHB GD overhead about 8% (logging)",
+                                 [sum(v) / len(v) for v in phb.values() if v], "about 8%",
+                                 HARDWARE_LOG + "; unit: " + CPU_UNIT))
+    if 5 in figs and ns:
+        diffs = []
+        for mode in MODES:
+            a = tuple(val(mode, ns[-1], r, "remote_median_ms") for r in seeds)
+            b = tuple(val(mode, ns[0], r, "remote_median_ms") for r in seeds)
+            diffs.append(Difference(f"{mode}: {ns[-1]} vs {ns[0]} subscribers", a, b, ">"))
+        out.append(C.comparison(5, "remote latency rises with #subscribers for both", diffs,
+                                what="median remote latency at the largest against the smallest sweep point "
+                                     "(the paper's subscriber counts: the SHB's fan-out is the paper's)"))
+        gap = {(kind, n, r): val("gd", n, r, f"{kind}_median_ms") - val("best-effort", n, r, f"{kind}_median_ms")
+               for kind in ("local", "remote") for n in ns for r in seeds}
+        lim = TOL["gap_constant"].high
+        const, same, spans, deltas = [], [], [], []
+        for r in seeds:
+            per = {kind: [gap[(kind, n, r)] for n in ns] for kind in ("local", "remote")}
+            if not all(ok(v) for v in per.values()):
+                const.append(None)
+                same.append(None)
+                continue
+            span = max(max(v) - min(v) for v in per.values())
+            delta = max(abs(a - b) for a, b in zip(per["remote"], per["local"]))
+            const.append(span <= lim)
+            same.append(delta <= lim)
+            spans.append(span)
+            deltas.append(delta)
+        out.append(C.shape(5, "the difference between GD and best-effort remains approximately constant with "
+                              "increasing number of subscribers", const, samples=spans, tol=TOL["gap_constant"],
+                           judged="max - min over the subscriber sweep of the GD - best-effort median latency "
+                                  "gap, local and remote, <= 20 ms"))
+        out.append(C.shape(5, "this constant difference is observed in both the local and the remote latencies",
+                           same, samples=deltas, tol=TOL["gap_constant"],
+                           judged="|remote gap - local gap| <= 20 ms at every subscriber count"))
+        out.append(C.information(5, "GD - best-effort about 100 ms (logging delay at PHB)",
+                                 [v for v in gap.values() if not math.isnan(v)], "about 100 ms", LOG_FORCE))
+        flat, rng = [], []
+        for r in seeds:
+            good = True
+            allv = [val(m, n, r, "local_median_ms") for m in MODES for n in ns]
+            allv = [x for x in allv if not math.isnan(x)]
+            if not allv:
+                flat.append(None)
+                continue
+            for m in MODES:
+                v = [x for x in (val(m, n, r, "local_median_ms") for n in ns) if not math.isnan(x)]
+                good = good and bool(v) and (max(v) - min(v)) <= max(5.0, 0.5 * (sum(allv) / len(allv)))
+                rng.append(max(v) - min(v) if v else None)
+            flat.append(good)
+        out.append(C.shape(5, "local latency flat", flat, samples=rng,
+                           judged="max - min of the local median latency <= max(5 ms, 50% of its mean), per mode"))
+    return out
+
+
+def claims_6(ms: list[dict[str, Any]]) -> list[C.Claim]:
+    g = lambda k: [m[k] for m in ms]  # noqa: E731
+    return [
+        C.value(6, "s1 does not notice the failure till more than 2 seconds later", g("first_s1_nack_after_failure_s"),
+                2.0, TOL["notice"]),
+        C.shape(6, "nacks go to b2", [m["fraction_s1_nacks_to_b2"] >= 0.99 if m["s1_nacks"] else False for m in ms],
+                judged="every nack of s1 goes to b2 (b1-s1 is down)", samples=g("fraction_s1_nacks_to_b2")),
+        C.shape(6, "several nacks (ranges chopped)", [m["s1_nacks"] >= 2 for m in ms], judged="s1 sends >= 2 nacks",
+                samples=g("s1_nacks")),
+        C.value(6, "the last message before the failure sees about 2.5 s latency", g("s1_max_latency_ms"), 2500,
+                TOL["peak"]),
+        C.shape(6, "sawtooth latency then back to normal",
+                [m["s1_last_3s_median_ms"] <= 2 * m["s1_baseline_median_ms"] + 20 for m in ms],
+                judged="s1's median latency in the last 3 s <= 2 x its median before the failure + 20 ms",
+                samples=g("s1_last_3s_median_ms")),
+        C.shape(6, "s2 unaffected",
+                [m["s2_nacks"] == 0 and m["s2_max_latency_ms"] <= 1.5 * m["s3_s5_max_latency_ms"] + 50 for m in ms],
+                judged="no nacks from s2 and its max latency no worse than s3-s5's (x1.5 + 50 ms)",
+                samples=g("s2_max_latency_ms")),
+    ]
+
+
+def claims_7(ms: list[dict[str, Any]]) -> list[C.Claim]:
+    g = lambda k: [m[k] for m in ms]  # noqa: E731
+    return [
+        C.shape(7, "first latency peak from the stall", [m["s1_peak_latency_ms"] >= 1000 for m in ms],
+                judged="s1's peak latency during the stall >= 1000 ms", samples=g("s1_peak_latency_ms")),
+        C.shape(7, "all traffic moves to b2", [m["p1_routes_to_ib1_while_b1_down"] == ["b2"] for m in ms],
+                judged="p1 routes cell ib1 via b2 only while b1 is down"),
+        C.shape(7, "second peak at b1's restart with no nacks", [m["nacks_within_5s_of_restart"] == 0 for m in ms],
+                judged="no nacks within 5 s of b1's restart", samples=g("nacks_within_5s_of_restart")),
+        C.shape(7, "s1 and s2 nacks almost identical",
+                [m["s1_range_ms"] > 0 and abs(m["s1_range_ms"] - m["s2_range_ms"])
+                 <= 0.2 * max(m["s1_range_ms"], m["s2_range_ms"]) for m in ms],
+                judged="s1's and s2's nack ranges within 20% of each other",
+                samples=[m["s1_range_ms"] - m["s2_range_ms"] for m in ms]),
+        C.shape(7, "b2 forwards all nacks to p1", [m["b2_fraction_to_p1"] >= 0.99 for m in ms],
+                judged="every nack b2 originates goes to p1", samples=g("b2_fraction_to_p1")),
+        C.value(7, "b2's nack range about half of s1 + s2", g("b2_ratio_to_s1_plus_s2"), 0.5, TOL["ratio"]),
+        C.value(7, "s1 nack range about 5500 ms (2 pubends x about 2750 ms): the range per pubend routed via b1 "
+                   "agrees with b1's stall", [_per_pubend(m, "s1_range_ms") for m in ms], 1.0, TOL["per_pubend"],
+                stall_ms=[1e3 * m["stall_s"] for m in ms], pubends_via_b1=[m["pubends_via_b1"] for m in ms],
+                ranges_ms=g("s1_range_ms"), what="nack range / (pubends via b1 x stall), 1 = the paper's"),
+        C.value(7, "s2 nack range about 5500 ms (2 pubends x about 2750 ms): the range per pubend routed via b1 "
+                   "agrees with b1's stall", [_per_pubend(m, "s2_range_ms") for m in ms], 1.0, TOL["per_pubend"],
+                ranges_ms=g("s2_range_ms"), what="nack range / (pubends via b1 x stall), 1 = the paper's"),
+        C.shape(7, "b1 and b2 split the load: each was handling messages from 2 of the 4 pubends",
+                [len(m["pubends_via_b1"]) == 2 for m in ms], judged="p1 routes exactly 2 pubends via b1 before the stall",
+                samples=[len(m["pubends_via_b1"]) for m in ms]),
+        C.information(7, "s1 and s2 nack range about 5500 ms (absolute)", g("s1_range_ms") + g("s2_range_ms"), 5500,
+                      "set by the stall we inject (2.75 s) times the pubends through b1: the judged claim is the "
+                      "ratio to the stall"),
+    ]
+
+
+def _per_pubend(m: dict[str, Any], key: str) -> float:
+    """The nack range per pubend routed via the failed broker, divided by the stall: 1 = 'agrees with
+    the time interval for which b1 was stalled'."""
+    n = len(m.get("pubends_via_b1") or [])
+    stall_ms = 1e3 * float(m.get("stall_s") or math.nan)
+    return m[key] / n / stall_ms if n and stall_ms > 0 else math.nan
+
+
+def claims_8(ms: list[dict[str, Any]]) -> list[C.Claim]:
+    g = lambda k: [m[k] for m in ms]  # noqa: E731
+    return [
+        C.shape(8, "no nacks while p1 is down (DCT infinite)", [m["nacks_while_down"] == 0 for m in ms],
+                judged="no nack between p1's crash and restart", samples=g("nacks_while_down")),
+        C.shape(8, "logged-but-unsent messages show high latency (partial sawtooth)",
+                [m["held_max_latency_ms"] >= 500 * m["downtime_s"] for m in ms],
+                judged="max latency of messages sent during the stall >= half the downtime",
+                samples=g("held_max_latency_ms")),
+        C.shape(8, "on recovery AckExpected triggers nacks from s1..s5",
+                [m["ackexpected_after_restart"] >= 1 and m["shbs_nacking_after_restart"] == ["s1", "s2", "s3", "s4", "s5"]
+                 for m in ms], judged=">= 1 AckExpected after the restart and nacks from every SHB",
+                samples=g("ackexpected_after_restart")),
+        C.shape(8, "latency back to normal quickly",
+                [m["s1_median_2s_after_restart_ms"] <= 2 * m["s1_baseline_median_ms"] + 20 for m in ms],
+                judged="s1's median latency from 2 s after the restart <= 2 x its median before the stall + 20 ms "
+                       "(Fig 6's rule; 'normal' is the run's own: GD latency includes the 100 ms log force)",
+                samples=g("s1_median_2s_after_restart_ms")),
+    ]
+
+
+# ------------------------------------------------------------------------------ analyze
+def analyze(ctx) -> None:
+    from testbed.protocols.gryphon.analysis import measure as M
+    from testbed.analysis.plots import series_plot
+
+    run_checks: list[tuple[str, dict]] = []
+    if ctx.wants(4, 5):
+        rows = []
+        for e in ctx.entries("fig4-5"):
+            rd = M.RunData(ctx.spark, e.run)
+            run_checks.append((f"fig4-5/{e.point['mode']}/{e.point['subscribers']}/r{e.repeat}", rd.checks))
+            rows.append({"subscribers": e.point["subscribers"], "mode": e.point["mode"], "repeat": e.repeat,
+                         "run": e.run.name, **M.measure_45(rd)})
+        import pandas as pd
+
+        pd.DataFrame(rows).to_csv(ctx.data_dir / "fig4-5.csv", index=False)
+
+        def series(key: str, label: str) -> dict[str, dict[float, list[float]]]:
+            out: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+            for r in rows:
+                if r.get(key) is not None:
+                    out[f"{label} {r['mode']}"][r["subscribers"]].append(r[key])
+            return out
+
+        if ctx.wants(4):
+            series_plot(ctx.figure_path(4), "Fig 4: CPU utilization vs subscribers", "subscribers at the SHB",
+                        "CPU utilization (% of one core; paper: 6-processor machines)",
+                        {**series("cpu_p1", "PHB"), **series("cpu_s1", "SHB")},
+                        _refs(ctx, 4))
+        if ctx.wants(5):
+            series_plot(ctx.figure_path(5), "Fig 5: latency vs subscribers", "subscribers at the SHB",
+                        "median latency (ms)", {**series("local_median_ms", "local"),
+                                                **series("remote_median_ms", "remote")}, _refs(ctx, 5))
+        ctx.add(*claims_45(rows, ctx.figs))
+        fan = [r for r in rows if r["mode"] == "gd" and r.get("fanout_msgs_s")]
+        if fan:
+            best = max(fan, key=lambda r: r["fanout_msgs_s"])
+            ctx.numbers["shb_fanout_msgs_s"] = {"msgs_s": best["fanout_msgs_s"], "subscribers": best["subscribers"]}
+    titles = {6: "Fig 6: link b1-s1 stalled then failed", 7: "Fig 7: b1 stalled, crashed, restarted",
+              8: "Fig 8: PHB p1 stalled, crashed, restarted"}
+    measures = {6: M.measure_6, 7: M.measure_7, 8: M.measure_8}
+    judge = {6: claims_6, 7: claims_7, 8: claims_8}
+    for f in (6, 7, 8):
+        if not ctx.wants(f):
+            continue
+        ms = []
+        for e in sorted(ctx.entries(f"fig{f}"), key=lambda e: e.repeat):
+            rd = M.RunData(ctx.spark, e.run)
+            run_checks.append((f"fig{f}/r{e.repeat}", rd.checks))
+            lat, nk = M.fault_series(rd)
+            ms.append(measures[f](rd, lat, nk))
+            if e.repeat == 0:
+                lat.to_csv(ctx.data_dir / f"fig{f}.csv", index=False)
+                nk.to_csv(ctx.data_dir / f"fig{f}_nacks.csv", index=False)
+                refs = [(r.x, r.y, r.label()) for r in ctx.references(f)]
+                M.fault_figure(ctx.figure_path(f), titles[f] + " (seed 0)", lat, nk,
+                               [x for x, r in zip(refs, ctx.references(f)) if r.series == "latency"],
+                               [x for x, r in zip(refs, ctx.references(f)) if r.series == "nack range"])
+        ctx.add(*judge[f](ms))
+        ctx.numbers[f"fig{f}_recovery_s"] = [m["recovery_s"] for m in ms]
+        ctx.numbers[f"fig{f}_normal_ms"] = [m["normal_ms"] for m in ms]  # recovery_s's "normal", per seed
+    ctx.checks.extend(M.aggregate_checks(run_checks))
+
+
+_STATED = {
+    4: "SHB: GD - best-effort stays constant, under 4%; PHB flat in #subscribers, GD overhead about 8% (logging)",
+    5: "remote latency rises with #subscribers for both; GD - best-effort about 100 ms, constant (logging delay "
+       "at PHB); local latency flat",
+    6: "s1 notices after about 2 s; nacks go to b2; several nacks (ranges chopped); the last message before the "
+       "failure sees about 2.5 s latency; sawtooth latency then back to normal; s2 unaffected",
+    7: "first latency peak from the stall; all traffic moves to b2; second peak at b1's restart with no nacks; "
+       "s1 and s2 nacks almost identical; b2 forwards all nacks to p1 with nack range about half of s1 + s2; s1 "
+       "and s2 nack range about 5500 ms (2 pubends x about 2750 ms)",
+    8: "no nacks while p1 is down (DCT infinite); logged-but-unsent messages show high latency (partial "
+       "sawtooth); on recovery AckExpected triggers nacks from s1..s5; latency back to normal quickly",
+}
+
+
+def _points45(scale: str) -> list[dict[str, Any]]:
+    return [{"subscribers": n, "mode": m} for n in SUBSCRIBERS[scale] for m in MODES]
+
+
+# Why claims failed in the quick reproductions (docs/gryphon.md): shown in the report under a
+# claim that fails. What we found, not a reason to move a tolerance.
+_CPU = ("a process's CPU as % of one core, judged at 2-point tolerances, measured in the reproduction of 2026-11-26 "
+        "14:20 while a full test suite shared the 2 cores (load 3-8)")
+EXPLAINED = {
+    (4, "SHB: GD - best-effort stays constant"): f"{_CPU}: seed 0's SHB overhead varied by more than 2 points over "
+        "the sweep (1.9 +- 1.3 over the seeds); it held on every seed in the earlier quick reproduction",
+    (4, "the overhead for GD at the PHB is more than"): f"{_CPU}: it holds at 1000 subscribers (4.9 vs 1.3 points); "
+        "at 4000 the difference (2.5 points) is inside the seeds' spread (2.7); it held in the earlier quick "
+        "reproduction",
+    (4, "PHB flat in #subscribers"): f"{_CPU}: seed 0's PHB GD CPU varied by more than max(2 points, 25%) over the "
+        "sweep; the other two seeds held; it held in the earlier quick reproduction",
+    (5, "remote latency rises"): "the remote means do rise with the subscribers, but at quick scale (1000 and 4000 "
+        "subscribers) the SHB's fan-out of 2,000-8,000 deliveries/s adds only a few ms, about the seed-to-seed "
+        "spread on a machine loaded by other jobs; the paper's rise comes from its fan-out pressure at up to "
+        "16,000 subscribers (paper scale keeps 1000-16000)",
+}
+
+PAPER = Paper(
+    name="gryphon",
+    title="Bhola et al., exactly-once delivery in a content-based publish/subscribe system (Gryphon)",
+    notes="docs/gryphon.md",
+    explained=EXPLAINED,
+    figures=(
+        Figure(4, "CPU utilization vs number of subscribers, GD vs best-effort", ("fig4-5",), _STATED[4]),
+        Figure(5, "latency vs number of subscribers, local and remote", ("fig4-5",), _STATED[5]),
+        Figure(6, "latency and nacks, link b1-s1 failed", ("fig6",), _STATED[6],
+               (Reference(2500, None, "latency", "the last message before the failure: about 2.5 s"),)),
+        Figure(7, "latency and nack range, b1 crashed and restarted", ("fig7",), _STATED[7],
+               (Reference(5500, None, "nack range", "s1 and s2 nack range about 5500 ms"),)),
+        Figure(8, "latency and nacks, p1 crashed", ("fig8",), _STATED[8]),
+    ),
+    grids=(
+        Grid("fig4-5", "fig4-5.yaml", points={s: _points45(s) for s in SUBSCRIBERS}, analyze=True),
+        Grid("fig6", "fig6.yaml", analyze=True),
+        Grid("fig7", "fig7.yaml", analyze=True),
+        Grid("fig8", "fig8.yaml", analyze=True),
+    ),
+    analyze=analyze,
+)

@@ -1,0 +1,577 @@
+"""Hu et al., transactional client mobility: Figs 8-14 (EXPERIMENTS.md section D; spec MOBILITY.md) as
+grids and claims.
+
+  Figs 8, 9 (+ Fig 10's first point)  fig08-<scale>.yaml: the four Fig 7 workloads as four groups of one
+                                      run (topologies/mobility/mix.j2), per protocol
+  Fig 10   fig10-<scale>.yaml   more clients (the rest of the sweep)
+  Fig 11   fig11-<scale>.yaml   covered workload, only the root subscription moves
+  Fig 12   fig12-<scale>.yaml   moving clients added in the paper's order (step 1..5)
+  Fig 13   fig13-<scale>.yaml   brokers 14..32, path length fixed, covered workload
+  Fig 14   fig14-<scale>.yaml   50 +- 10 ms links (a links variant standing in for PlanetLab)
+  checks   smoke.yaml per protocol (stationary subscribers beside the movers)
+
+The history checks P1-P9 run on every run of the reproduction, batched (``_checks``).
+
+Every figure run is read back in one Spark job (``testbed.protocols.mobility.analysis.measure``): one row per
+move; a move counts when it committed and began after the warm-up (``WARMUP_S``). Comparisons are
+judged over the seeds (``repeats``) by ``testbed.experiments.claims``; every tolerance is in ``TOL``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from testbed.experiments import claims as C
+from testbed.experiments.claims import Difference, Tolerance
+from testbed.experiments.grid import Figure, Grid, Paper
+
+MOVEMENTS = ("reconfiguration", "covering")
+WORKLOADS = ("distinct", "chained", "tree", "covered")
+COVERED = {"distinct": 0, "chained": 1, "tree": 2, "covered": 9}  # Fig 9a's x: subscriptions the root covers
+XPOS = {w: i for i, w in enumerate(WORKLOADS)}  # drawn as categories in that order
+XTICKS = {i: f"{w}\n({COVERED[w]} covered)" for w, i in XPOS.items()}
+CLIENTS = {"quick": [40, 100], "paper": [400, 600, 800, 1000]}  # Fig 10 (the first from the fig08 runs)
+BROKERS = {"quick": [14, 32], "paper": [14, 20, 26, 32]}  # Fig 13
+STEPS = (1, 2, 3, 4, 5)  # Fig 12: moving clients = step x (quick 2, paper 10)
+PER_STEP = {"quick": 2, "paper": 10}
+# The set-up phase the paper ignores after Fig 8 ("movements at the beginning ... take longer ... due to
+# the load imposed by joining clients"): the spec's 30 s at paper scale; at quick scale (None) the first
+# round of moves: the run's first-move window (3 s in the quick files: t0 is the workload's start, after
+# the settle), within which every client's first move starts.
+WARMUP_S: dict[str, float | None] = {"quick": None, "paper": 30.0}
+
+
+def warmup_s(plan: dict[str, Any], scale: str) -> float:
+    fixed = WARMUP_S.get(scale)
+    if fixed is not None:
+        return fixed
+    p = plan.get("params") or {}
+    window = max((float(g.get("first_move") or g.get("pause") or 0.0) for g in (p.get("mobile") or {}).values()),
+                 default=0.0)
+    return window
+CHECK_SET = {"duration": "10s"}
+# What the history checks cover: every run, batched over the runs (protocols/mobility/analysis/batch.py). The
+# two smoke runs stay: they have stationary subscribers (what P5 protects and P9's subscriptions of
+# clients that never move), which no figure run has; they are checked in the same batch.
+CHECKED = "every run: the figure runs of both movements and the two check runs (P1-P9, batched)"
+# Runs made at a time. A quick run (15 node processes, <= 100 clients, 1 ms links) keeps about a
+# third of one core busy (measured: 5.2 s user + 0.9 s system CPU over its 20 s, fig08-quick),
+# so two at a time leave the 2-core machine more than half idle; made one after the other the 68
+# quick runs took 24.9 min (66 x ~20 s, of which 14 s workload), over the 20 min budget. What
+# sharing changes: a node may wait for a core a little more often; docs/mobility.md compares the
+# latencies measured both ways. Paper-scale runs (400-1000 clients, 600 s) run one at a time.
+PARALLEL = {"quick": 2, "paper": 1}
+
+# Every tolerance of this paper, with its reason (one place).
+TOL = {
+    "order": Tolerance("the paper: 'more than an order of magnitude faster' (Fig 8): the ratio of the mean "
+                       "latencies covering / reconfiguration must exceed 10", low=10.0),
+    "worst": Tolerance("the paper: 'almost two orders of magnitude in the worst case' (Fig 9a, read off a log "
+                       "plot): the worst workload's ratio covering / reconfiguration must reach at least one "
+                       "order of magnitude", low=10.0),
+    "flat": Tolerance("'little variation' / 'stable' / 'not drastically' (Figs 9, 10, 12, 13): max / min of "
+                      "the per-point means over the sweep below 1.5 (the spec's proposed bound)", high=1.5),
+}
+HARDWARE = ("an absolute latency set by the paper's hardware (a broker per machine, Java PADRES); here Python "
+            "brokers on a 2-core machine shared with other jobs: reported, not judged")
+SEEDS_NOTE = ("seeds (repeats) vary the publishers' draws, every node's random stream and the mobile "
+              "clients' templates, start brokers and first-move offsets (drawn from the group's `seed` and "
+              "the repeat index)")
+
+
+# ------------------------------------------------------------------------------ rows
+def _get(row: dict[str, Any] | None, *path: str) -> float:
+    v: Any = row
+    for k in path:
+        if not isinstance(v, dict):
+            return math.nan
+        v = v.get(k)
+    return math.nan if v is None else float(v)
+
+
+class Rows:
+    """Per-run summaries of one grid, indexed by (movement, x, repeat)."""
+
+    def __init__(self, rows: list[dict[str, Any]], x: str | None = None) -> None:
+        self.rows = rows
+        self.x = x
+        self.by = {(r["movement"], r.get(x) if x else None, r["repeat"]): r for r in rows}
+        self.seeds = sorted({r["repeat"] for r in rows})
+        self.xs = sorted({r.get(x) for r in rows}) if x else [None]
+
+    def seq(self, movement: str, *path: str, x: Any = None) -> tuple[float, ...]:
+        """The seeds' values of one number (in seed order)."""
+        return tuple(_get(self.by.get((movement, x, r)), *path) for r in self.seeds)
+
+    def per_seed(self, movement: str, *path: str) -> dict[int, dict[Any, float]]:
+        return {r: {x: _get(self.by.get((movement, x, r)), *path) for x in self.xs} for r in self.seeds}
+
+
+def _ratio_maxmin(vals) -> float:
+    v = [x for x in vals if x is not None and not math.isnan(x)]
+    if len(v) < 2 or min(v) <= 0:
+        return math.nan
+    return max(v) / min(v)
+
+
+def _div(a: tuple[float, ...], b: tuple[float, ...]) -> list[float]:
+    return [x / y if y and not math.isnan(x) and not math.isnan(y) else math.nan for x, y in zip(a, b)]
+
+
+def _sub(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def _flat(fig: int, sentence: str, rows: Rows, movement: str, *path: str, what: str) -> C.Claim:
+    per = rows.per_seed(movement, *path)
+    return C.value(fig, sentence, [_ratio_maxmin(v.values()) for v in per.values()], None, TOL["flat"],
+                   what=what, by_seed={r: v for r, v in per.items()})
+
+
+def _flat_over(fig: int, sentence: str, values: dict[Any, tuple[float, ...]], what: str) -> C.Claim:
+    """Max / min over the keys of ``values`` (key -> the seeds' values), per seed."""
+    n = min((len(v) for v in values.values()), default=0)
+    ratios = [_ratio_maxmin([values[k][i] for k in values]) for i in range(n)]
+    return C.value(fig, sentence, ratios, None, TOL["flat"], what=what,
+                   by_key={str(k): list(v) for k, v in values.items()})
+
+
+# ------------------------------------------------------------------------------ claims (pure)
+def claims_8(mix: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    out = [C.value(8, "reconfiguration more than an order of magnitude faster than covering",
+                   _div(mix.seq(V, "lat_mean_ms"), mix.seq(R, "lat_mean_ms")), 10, TOL["order"],
+                   what="mean latency covering / reconfiguration of the counted moves, per seed")]
+    out.append(C.comparison(8, "early movements slower than steady state (joining load)",
+                            [Difference(m, mix.seq(m, "early", "lat_mean_ms"), mix.seq(m, "lat_mean_ms"), ">")
+                             for m in MOVEMENTS],
+                            what="mean latency of the moves begun in the warm-up against the counted moves"))
+    out.append(C.comparison(8, "covering: clients moving 1<->13 slower than 2<->14",
+                            [Difference("covering", mix.seq(V, "by_route", "1-13", "lat_mean_ms"),
+                                        mix.seq(V, "by_route", "2-14", "lat_mean_ms"), ">")],
+                            what="mean covering latency of the moves on route 1-13 against route 2-14"))
+    out.append(C.comparison(8, "covering: almost no latency variance with chained, more with covered",
+                            [Difference("covering", mix.seq(V, "by_workload", "covered", "lat_std_ms"),
+                                        mix.seq(V, "by_workload", "chained", "lat_std_ms"), ">")],
+                            what="standard deviation of the covering latency, covered against chained"))
+    out.append(C.information(8, "movement latency (reconfiguration, mean ms)", mix.seq(R, "lat_mean_ms"), None,
+                             HARDWARE))
+    out.append(C.information(8, "movement latency (covering, mean ms)", mix.seq(V, "lat_mean_ms"), None, HARDWARE))
+    return out
+
+
+def claims_9(mix: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    lat = {m: {w: mix.seq(m, "by_workload", w, "lat_mean_ms") for w in WORKLOADS} for m in MOVEMENTS}
+    msgs = {m: {w: mix.seq(m, "by_workload", w, "msgs_per_move") for w in WORKLOADS} for m in MOVEMENTS}
+    n = {m: {w: mix.seq(m, "by_workload", w, "commits") for w in WORKLOADS} for m in MOVEMENTS}
+    worst = [max((c / r for c, r in zip(lat[V][w], lat[R][w]) if r and not math.isnan(c / r)), default=math.nan)
+             for w in WORKLOADS]
+    done = {w: tuple(_div(n[V][w], n[R][w])) for w in WORKLOADS}
+    per_seed_worst = []
+    for i in range(len(mix.seeds)):
+        v = [lat[V][w][i] / lat[R][w][i] for w in WORKLOADS if lat[R][w][i] and not math.isnan(lat[V][w][i])]
+        per_seed_worst.append(max(v) if v else math.nan)
+    return [
+        _flat_over(9, "reconfiguration: little variation in latency across workloads", lat[R],
+                   "max / min of the per-workload mean latency, per seed"),
+        C.comparison(9, "covering: latency rises with covering, worst for covered",
+                     [Difference("covered vs distinct", lat[V]["covered"], lat[V]["distinct"], ">"),
+                      Difference("covered vs chained", lat[V]["covered"], lat[V]["chained"], ">"),
+                      Difference("covered vs tree", lat[V]["covered"], lat[V]["tree"], ">"),
+                      Difference("tree vs distinct", lat[V]["tree"], lat[V]["distinct"], ">")],
+                     what="mean covering latency per workload (x = subscriptions the root covers: 0, 1, 2, 9)"),
+        C.value(9, "covering almost two orders of magnitude worse in the worst case", per_seed_worst, 100,
+                TOL["worst"], what="max over workloads of covering / reconfiguration mean latency, per seed",
+                by_workload=dict(zip(WORKLOADS, worst))),
+        _flat_over(9, "reconfiguration: stable message overhead regardless of workload", msgs[R],
+                   "max / min of the per-workload messages per movement, per seed"),
+        _flat_over(9, "reconfiguration: roughly the same number of movements for every workload", n[R],
+                   "max / min of the per-workload number of commits, per seed"),
+        C.comparison(9, "covering performs fewer movements with the tree and covered workloads",
+                     [Difference("distinct vs tree", done["distinct"], done["tree"], ">"),
+                      Difference("distinct vs covered", done["distinct"], done["covered"], ">")],
+                     what="committed covering movements of a workload group / the same group's reconfiguration "
+                          "commits (same seed): the groups differ in start brokers and offsets, which alone "
+                          "change the counts, so each is judged against itself under reconfiguration"),
+        C.comparison(9, "covering: covered has fewer messages per movement than tree but a longer latency",
+                     [Difference("messages covered vs tree", msgs[V]["covered"], msgs[V]["tree"], "<"),
+                      Difference("latency covered vs tree", lat[V]["covered"], lat[V]["tree"], ">")],
+                     what="covering messages per movement and mean latency, covered against tree"),
+    ]
+
+
+def claims_10(cl: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    lo, hi = min(cl.xs), max(cl.xs)
+    return [
+        C.comparison(10, "covering degrades with more clients",
+                     [Difference(f"covering {hi} vs {lo} clients", cl.seq(V, "lat_mean_ms", x=hi),
+                                 cl.seq(V, "lat_mean_ms", x=lo), ">")],
+                     what="mean covering latency at the largest against the smallest number of clients"),
+        _flat(10, "reconfiguration latency stable with more clients", cl, R, "lat_mean_ms",
+              what="max / min of the mean latency over the clients sweep, per seed"),
+        _flat(10, "reconfiguration messages per movement stable with more clients", cl, R, "msgs_per_move",
+              what="max / min of the messages per movement over the clients sweep, per seed"),
+        C.comparison(10, "reconfiguration faster despite more total messages (the 'paradox')",
+                     [Difference(f"total messages at {x} clients", cl.seq(R, "msgs_total", x=x),
+                                 cl.seq(V, "msgs_total", x=x), ">") for x in cl.xs],
+                     what="messages of all counted moves of the run (messages per movement x movements), "
+                          "reconfiguration against covering, at every point"),
+    ]
+
+
+def claims_11(root: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    return [C.comparison(11, "covering has much worse movement latency and message load (root moves only)",
+                         [Difference("latency", root.seq(V, "lat_mean_ms"), root.seq(R, "lat_mean_ms"), ">"),
+                          Difference("messages per movement", root.seq(V, "msgs_per_move"),
+                                     root.seq(R, "msgs_per_move"), ">")],
+                         what="mean latency and messages per movement of the root's moves, covering against "
+                              "reconfiguration")]
+
+
+def claims_12(inc: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    L = {k: inc.seq(V, "lat_mean_ms", x=k) for k in STEPS}
+    M = {k: inc.seq(V, "msgs_per_move", x=k) for k in STEPS}
+    return [
+        _flat(12, "reconfiguration latency stable as more clients move", inc, R, "lat_mean_ms",
+              what="max / min of the mean latency over the steps, per seed"),
+        C.comparison(12, "covering: the slope from the first to the second ten (tree roots) is steeper than "
+                         "to the third (chained roots)",
+                     [Difference("L2 - L1 vs L3 - L2", _sub(L[2], L[1]), _sub(L[3], L[2]), ">")],
+                     what="covering mean latency differences between steps (the paper's L20 - L10 > L30 - L20)"),
+        C.comparison(12, "covering: moving leaves (step 4) and distinct (step 5) reduce the average latency",
+                     [Difference("L4 vs L3", L[4], L[3], "<"), Difference("L5 vs L4", L[5], L[4], "<")],
+                     what="covering mean latency at steps 4 and 5 against the step before"),
+        C.comparison(12, "covering: message overhead decreases when moving subscriptions with less covering",
+                     [Difference("messages step 5 vs step 3", M[5], M[3], "<")],
+                     what="covering messages per movement at step 5 against step 3 (the paper: 30 to 50)"),
+    ]
+
+
+def claims_13(br: Rows) -> list[C.Claim]:
+    return [_flat(13, f"topology size affects {m} {what} not drastically", br, m, key,
+                  what=f"max / min of the {what} over the topology sizes, per seed")
+            for m in MOVEMENTS for key, what in (("lat_mean_ms", "mean latency"),
+                                                 ("msgs_per_move", "messages per movement"))]
+
+
+def claims_14(wide: Rows, mix: Rows) -> list[C.Claim]:
+    R, V = "reconfiguration", "covering"
+    return [
+        C.comparison(14, "wide area: reconfiguration performs movements faster than covering",
+                     [Difference("latency", wide.seq(R, "lat_mean_ms"), wide.seq(V, "lat_mean_ms"), "<")],
+                     what="mean latency, reconfiguration against covering"),
+        C.comparison(14, "wide area: reconfiguration imposes a smaller message overhead",
+                     [Difference("messages per movement", wide.seq(R, "msgs_per_move"), wide.seq(V, "msgs_per_move"),
+                                 "<")], what="messages per movement, reconfiguration against covering"),
+        C.comparison(14, "wide area: reconfiguration completes more movements",
+                     [Difference("movements", wide.seq(R, "commits"), wide.seq(V, "commits"), ">")],
+                     what="committed movements of the run, reconfiguration against covering"),
+        C.comparison(14, "both take longer than in the local environment",
+                     [Difference(m, wide.seq(m, "lat_mean_ms"), mix.seq(m, "lat_mean_ms"), ">") for m in MOVEMENTS],
+                     what="mean latency with 50 +- 10 ms links against 1 ms links (fig08 runs), per protocol"),
+        C.comparison(14, "wide area: the covering protocol suffers with workloads with more covering",
+                     [Difference("covered vs distinct", wide.seq(V, "by_workload", "covered", "lat_mean_ms"),
+                                 wide.seq(V, "by_workload", "distinct", "lat_mean_ms"), ">")],
+                     what="mean covering latency, covered against distinct workload group"),
+        C.information(14, "wide-area movement latency (reconfiguration, mean ms)", wide.seq(R, "lat_mean_ms"), None,
+                      "50 +- 10 ms emulated links stand in for PlanetLab, whose hosts were also slow and shared; "
+                      "reported, not judged"),
+    ]
+
+
+# ------------------------------------------------------------------------------ analyze
+def _read(ctx, grids: list[str]):
+    """Every run of the grids: (grid, entry, annotated moves DataFrame)."""
+    from testbed.protocols.mobility.analysis import measure as M
+
+    dirs = {}
+    for g in grids:
+        for e in ctx.entries(g):
+            if e.run is not None:
+                dirs[f"{g}|{e.key}"] = str(e.run)
+    allm = M.moves(ctx.spark, dirs) if dirs else None
+    out = []
+    for g in grids:
+        for e in ctx.entries(g):
+            if e.run is None:
+                continue
+            plan = json.loads((Path(e.run) / "plan.json").read_text())
+            df = allm[allm["run"] == f"{g}|{e.key}"] if allm is not None else None
+            out.append((g, e, M.annotate(df, plan), plan))
+    return out
+
+
+def _rows(runs, grid: str, scale: str, x: str | None = None, x_of=None) -> Rows:
+    from testbed.protocols.mobility.analysis import measure as M
+
+    rows = []
+    for g, e, df, plan in runs:
+        if g != grid:
+            continue
+        warm = warmup_s(plan, scale)
+        r = {"movement": plan["params"]["movement"], "repeat": e.repeat, "run": str(e.run), "warmup_s": warm,
+             **M.summary(df, warm)}
+        if x:
+            r[x] = x_of(e, plan) if x_of else e.point.get(x)
+        rows.append(r)
+    return Rows(rows, x)
+
+
+def _series(rows: Rows, *path: str, label=lambda m: m) -> dict[str, dict[float, list[float]]]:
+    out: dict[str, dict[float, list[float]]] = {}
+    for m in MOVEMENTS:
+        pts = defaultdict(list)
+        for r in rows.rows:
+            if r["movement"] == m:
+                v = _get(r, *path)
+                if not math.isnan(v):
+                    pts[r.get(rows.x) if rows.x else 0].append(v)
+        if pts:
+            out[label(m)] = dict(pts)
+    return out
+
+
+def analyze(ctx) -> None:
+    from testbed.protocols.mobility.analysis import figures as F
+
+    scale = ctx.scale
+    need = {"mix": ctx.wants(8, 9, 10, 14), "clients": ctx.wants(10), "root": ctx.wants(11),
+            "incremental": ctx.wants(12), "brokers": ctx.wants(13), "wide": ctx.wants(14)}
+    runs = _read(ctx, [g for g, w in need.items() if w])
+    data: dict[str, list[dict[str, Any]]] = defaultdict(list)
+
+    mix = _rows(runs, "mix", scale)
+    data["mix"] = mix.rows
+    if ctx.wants(8):
+        panels = {}
+        for m in MOVEMENTS:
+            seed0 = [(e, df) for g, e, df, _ in runs if g == "mix" and e.repeat == 0
+                     and e.point.get("movement") == m]
+            if seed0:
+                panels[m] = seed0[0][1][seed0[0][1]["outcome"] == "commit"]
+        if panels:
+            F.latency_over_time(ctx.figure_path(8), f"Fig 8: movement latency over time ({scale}, seed 0)", panels,
+                                mix.rows[0]["warmup_s"])
+        ctx.add(*claims_8(mix))
+    if ctx.wants(9):
+        def by_w(key):
+            return {m: {XPOS[w]: [_get(r, "by_workload", w, key) for r in mix.rows if r["movement"] == m]
+                        for w in WORKLOADS} for m in MOVEMENTS if any(r["movement"] == m for r in mix.rows)}
+        F.latency_and_messages(ctx.figure_path(9), f"Fig 9: subscription workload ({scale})",
+                               "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
+                               by_w("commits"), xticks=XTICKS)
+        ctx.add(*claims_9(mix))
+    if ctx.wants(10):
+        per = {"quick": 10, "paper": 100}[scale]
+        first = [dict(r, clients=4 * per) for r in mix.rows]
+        more = _rows(runs, "clients", scale, "clients")
+        cl = Rows(first + more.rows, "clients")
+        data["clients"] = more.rows
+        F.latency_and_messages(ctx.figure_path(10), f"Fig 10: number of moving clients ({scale})", "moving clients",
+                               _series(cl, "lat_mean_ms"), _series(cl, "msgs_per_move"), _series(cl, "commits"))
+        ctx.add(*claims_10(cl))
+    if ctx.wants(11):
+        root = _rows(runs, "root", scale)
+        data["root"] = root.rows
+        F.protocol_bars(ctx.figure_path(11), f"Fig 11: single client, the covered root moves ({scale})",
+                        {m: list(root.seq(m, "lat_mean_ms")) for m in MOVEMENTS},
+                        {m: list(root.seq(m, "msgs_per_move")) for m in MOVEMENTS})
+        ctx.add(*claims_11(root))
+    if ctx.wants(12):
+        inc = _rows(runs, "incremental", scale, "step")
+        data["incremental"] = inc.rows
+        k = PER_STEP[scale]
+        xt = {s: f"{s * k}\n{lab}" for s, lab in zip(STEPS, ("cov roots", "+tree", "+chain", "+leaves", "+dist"))}
+        F.latency_and_messages(ctx.figure_path(12), f"Fig 12: incremental movement ({scale})",
+                               "moving clients (added in the paper's order)", _series(inc, "lat_mean_ms"),
+                               _series(inc, "msgs_per_move"), xticks=xt)
+        ctx.add(*claims_12(inc))
+    if ctx.wants(13):
+        br = _rows(runs, "brokers", scale, "brokers")
+        data["brokers"] = br.rows
+        F.latency_and_messages(ctx.figure_path(13), f"Fig 13: topology size ({scale}, covered workload)",
+                               "brokers", _series(br, "lat_mean_ms"), _series(br, "msgs_per_move"))
+        ctx.add(*claims_13(br))
+    if ctx.wants(14):
+        wide = _rows(runs, "wide", scale)
+        data["wide"] = wide.rows
+        panels = {}
+        for m in MOVEMENTS:
+            seed0 = [df for g, e, df, _ in runs if g == "wide" and e.repeat == 0 and e.point.get("movement") == m]
+            if seed0:
+                panels[m] = seed0[0][seed0[0]["outcome"] == "commit"]
+        if panels:
+            F.latency_over_time(ctx.fig_dir / "fig14ab.png", f"Fig 14(a, b): wide area, latency over time ({scale})",
+                                panels, wide.rows[0]["warmup_s"])
+
+        def by_w(key):
+            return {m: {XPOS[w]: [_get(r, "by_workload", w, key) for r in wide.rows if r["movement"] == m]
+                        for w in WORKLOADS} for m in MOVEMENTS if any(r["movement"] == m for r in wide.rows)}
+        F.latency_and_messages(ctx.figure_path(14), f"Fig 14(c, d): wide area, subscription workload ({scale})",
+                               "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
+                               by_w("commits"), xticks=XTICKS)
+        ctx.add(*claims_14(wide, mix))
+    for name, rows in data.items():
+        if rows:
+            (ctx.data_dir / f"{name}.json").write_text(json.dumps(rows, indent=1, default=str))
+    ctx.numbers["warmup_s"] = sorted({r["warmup_s"] for rows in data.values() for r in rows})
+    ctx.numbers["seeds"] = SEEDS_NOTE
+    for m in MOVEMENTS:
+        v = [x for x in mix.seq(m, "lat_mean_ms") if not math.isnan(x)]
+        if v:
+            ctx.numbers[f"fig8_{m}_lat_mean_ms"] = v
+    _checks(ctx)
+
+
+def _checks(ctx) -> None:
+    """P1-P9 on every run of the reproduction (the figure runs of both movements and the two check
+    runs), batched: a few Spark jobs per check over all runs of a movement, a verdict per run
+    (``testbed.protocols.mobility.analysis.batch``). Reconfiguration runs must pass every check; a covering
+    run passes when its losses are attributed to its clients' moves (``attributed``)."""
+    import time
+
+    from testbed.protocols.mobility.analysis.batch import check_runs
+
+    run_dirs: dict[str, str] = {}
+    for g in sorted(ctx.entries_by_grid):
+        run_dirs.update(ctx.run_dirs(g))
+    if not run_dirs:
+        return
+    t = time.monotonic()
+    per_run = check_runs(ctx.spark, run_dirs, ctx.progress)
+    movement = {k: json.loads((Path(d) / "plan.json").read_text()).get("params", {}).get("movement")
+                for k, d in run_dirs.items()}
+    for key in sorted(per_run):
+        for c in per_run[key]:
+            ctx.checks.append({"run": key, "run_dir": run_dirs[key], "movement": movement[key], **c})
+    failing = sorted({c["run"] for c in ctx.checks if not c["passed"]})
+    ctx.numbers["checked_runs"] = {"runs": len(per_run), "which": CHECKED, "failing": failing,
+                                   "covering_losses_attributed_to_moves": sum(
+                                       c["attributed"] for c in ctx.checks if c["check"] == "P4_completeness"
+                                       and c["movement"] == "covering"),
+                                   "checks_s": round(time.monotonic() - t, 1)}
+    ctx.progress(f"mobility: checks P1-P9 on {len(per_run)} runs in {time.monotonic() - t:.0f} s, "
+                 f"{len(failing)} failing")
+
+
+_STATED = {
+    8: "the reconfiguration protocol is more than an order of magnitude faster than the covering one; movements "
+       "at the beginning take longer (joining clients); under covering, clients moving between brokers 1 and 13 "
+       "are slower than those between 2 and 14; almost no variance with the chained workload, more with covered",
+    9: "reconfiguration: little variation in latency, stable message overhead and roughly the same number of "
+       "movements regardless of workload; covering: worse with more covering, almost two orders of magnitude in "
+       "the worst case, fewer movements with tree and covered, covered has fewer messages per movement than "
+       "tree but a longer latency",
+    10: "covering degrades with more clients while reconfiguration stays stable (latency and messages per "
+        "movement); reconfiguration is faster despite more total messages",
+    11: "only the root subscription of the covered workload moves: covering has much worse movement latency "
+        "and message load",
+    12: "reconfiguration stable; covering's slope from the first to the second ten moving clients is steeper "
+        "than to the third; leaves and distinct subscriptions reduce the average latency; covering's message "
+        "overhead decreases when moving subscriptions with less covering",
+    13: "increasing the topology size affects neither the latency nor the message load drastically",
+    14: "on PlanetLab: reconfiguration faster, fewer messages per movement, more movements; both slower than "
+        "locally; covering suffers with workloads with more covering",
+}
+
+
+def _mv(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"movement": m, **p} for p in points for m in MOVEMENTS]
+
+
+# Why claims failed in the quick reproductions of 2026-11-26 (docs/mobility.md, "Results": A one
+# run at a time, first half idle; B two at a time at load 11-24; C two at a time, every run
+# checked, load 3-12): shown in the report under a
+# claim that fails. What we found, not a reason to move a tolerance or a setup.
+_PATH = ("reconfiguration crosses the 6-link path four times in sequence ((1) S->T, (2) T->S, (4) S->T, (5) T->S), "
+         "while covering's unsubscription wave and its transfer + subscription wave run in parallel (2-3 crossings)")
+_CONGESTION = ("the paper blames congestion: the covered root's move is a burst of messages (404 here against 24) on "
+               "Java brokers with 400-1000 clients; 40-100 clients on an idle machine do not congest ours")
+EXPLAINED = {
+    (8, "reconfiguration more than an order of magnitude"): f"covering / reconfiguration was 0.83 +- 0.02 idle (A) "
+        f"and 1.3 +- 0.5 at load 11-24 (B): {_PATH}; {_CONGESTION}",
+    (8, "early movements slower"): "mobile clients are created and subscribed during the settle, before the "
+        "workload starts, so the first round of moves sees no joining clients; in the paper clients join during "
+        "the experiment",
+    (8, "covering: clients moving 1<->13"): f"inside the seeds' spread in both runs: {_CONGESTION}",
+    (8, "covering: almost no latency variance"): f"inside the seeds' spread in both runs: {_CONGESTION}",
+    (9, "covering: latency rises with covering"): "covering's waves stop early at a covering subscription "
+        "already on the path, so its moves are faster with the covered/tree/chained workloads than with distinct "
+        f"(-10.5 +- 1.5 ms idle, A); {_CONGESTION}",
+    (9, "covering almost two orders of magnitude"): f"the worst workload's covering / reconfiguration latency was "
+        f"1.08 (A) and 1.7 (B): {_PATH}; {_CONGESTION}",
+    (9, "covering performs fewer movements"): "covering moves take about as long as reconfiguration moves here, so "
+        "every group completes the same number of moves under both protocols (ratio 1.0, judged per group)",
+    (9, "covering: covered has fewer messages"): "in the covered group the root is 1 of 10 clients (the paper: 40 "
+        "of 400) but its move costs ~400 messages, which lifts the covered mean above tree's",
+    (10, "covering degrades with more clients"): "passed in A (idle), failed in B (load 11-24) and C (load 3-12): "
+        "14 s runs give 6-30 counted moves per run, and the latency means follow the machine's load more than the "
+        "client count",
+    (10, "reconfiguration latency stable"): "passed idle (A: 1.05), failed at load 11-24 (B: 1.82 against <= 1.5): "
+        "the latency of a 100-client run on a loaded 2-core machine; the messages per move stay exactly 24",
+    (10, "reconfiguration faster despite more total messages"): "covering sends about twice the messages per move "
+        "and completes as many moves (the pause dominates a move's cycle), so its total is larger, not smaller",
+    (11, "covering has much worse movement latency"): "the root's move costs 404 messages against 24 in both runs; "
+        "its latency was not worse idle (A: inside the spread) and was worse at load 11-24 (B, where the claim "
+        "passed): the burst congests only brokers that compete for CPU, the paper's explanation",
+    (12, "reconfiguration latency stable as more clients move"): "2.5 +- 0.9 (A, its Fig 12 runs at load 4-12) and "
+        "1.8 +- 0.5 (B) against <= 1.5: with 2-10 movers a run counts 6-30 moves, and its latency mean follows the "
+        "load; the messages per move stay exactly 24",
+    (12, "covering: the slope from the first"): "with 2 movers per step (the paper: 10) the slopes go either way "
+        "from one reproduction to the next: inside the seeds' spread in A, beyond it the paper's way in B, beyond it "
+        "the other way in C",
+    (12, "covering: moving leaves"): "with 2 movers per step the latency differences are inside the seeds' spread",
+    (13, "topology size affects"): "a latency ratio between 14 and 32 brokers at the 1.5 tolerance's edge: short "
+        "runs on a loaded machine; the messages per move do not change",
+    (14, "wide area: reconfiguration performs movements faster"): f"with 50 ms links the sequential path crossings "
+        f"dominate: reconfiguration ~1.3x slower (1,388 vs ~1,080 ms): {_PATH}",
+    (14, "wide area: reconfiguration completes more movements"): "its moves take longer with 50 ms links (above), so "
+        "fewer fit in the run",
+    (14, "wide area: the covering protocol suffers"): "covering's waves stop early at a covering subscription on the "
+        "path, so its moves are faster with more covering (distinct slowest), with or without 50 ms links",
+}
+
+
+PAPER = Paper(
+    name="mobility",
+    title="Hu, Muthusamy, Li, Jacobsen: transactional mobility in distributed content-based publish/subscribe",
+    notes="docs/mobility.md",
+    explained=EXPLAINED,
+    figures=(
+        Figure(8, "movement latency over time: (a) reconfiguration, (b) covering", ("mix",), _STATED[8]),
+        Figure(9, "latency (a) and messages per movement with the number of movements (b) vs workload", ("mix",),
+               _STATED[9]),
+        Figure(10, "latency and messages per movement vs number of moving clients", ("mix", "clients"), _STATED[10]),
+        Figure(11, "single client: the covered workload's root moves", ("root",), _STATED[11]),
+        Figure(12, "incremental movement: latency and messages vs moving clients", ("incremental",), _STATED[12]),
+        Figure(13, "topology size: latency and messages vs brokers", ("brokers",), _STATED[13]),
+        Figure(14, "wide area (50 +- 10 ms links): as Figs 8 and 9", ("wide", "mix"), _STATED[14]),
+    ),
+    grids=(
+        Grid("mix", "fig08-{scale}.yaml", points={s: _mv([{}]) for s in ("quick", "paper")}),
+        Grid("clients", "fig10-{scale}.yaml", points={s: _mv([{"clients": c} for c in CLIENTS[s][1:]])
+                                                      for s in ("quick", "paper")}),
+        Grid("root", "fig11-{scale}.yaml", points={s: _mv([{}]) for s in ("quick", "paper")}),
+        Grid("incremental", "fig12-{scale}.yaml", points={s: _mv([{"step": k} for k in STEPS])
+                                                          for s in ("quick", "paper")}),
+        Grid("brokers", "fig13-{scale}.yaml", points={s: _mv([{"brokers": b} for b in BROKERS[s]])
+                                                      for s in ("quick", "paper")}),
+        Grid("wide", "fig14-{scale}.yaml", points={s: _mv([{}]) for s in ("quick", "paper")}),
+        Grid("check-reconfiguration", "smoke.yaml", points={s: [{"movement": "reconfiguration"}]
+                                                            for s in ("quick", "paper")},
+             set=CHECK_SET, repeats={"quick": 1, "paper": 1}, pass_scale=False),
+        Grid("check-covering", "smoke.yaml", points={s: [{"movement": "covering"}] for s in ("quick", "paper")},
+             set=CHECK_SET, repeats={"quick": 1, "paper": 1}, pass_scale=False),
+    ),
+    check_grids=("check-reconfiguration", "check-covering"),
+    parallel=PARALLEL,
+    analyze=analyze,
+)

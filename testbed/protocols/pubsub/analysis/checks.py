@@ -1,0 +1,431 @@
+"""History checks of the content-based pub/sub core.
+
+Transforms (DataFrame -> DataFrame, ``select`` at entry and exit) compute the
+violation rows; the ``check_*`` functions wrap them into a :class:`CheckResult`.
+Times are ``t_rel_s`` (seconds from the workload start, clock-corrected).
+
+* no_duplicates     a client receives a publication at most once
+* filter_match      every delivery matches a subscription the client issued before it
+* fifo              per (subscriber, publisher), deliveries arrive in publication order
+* completeness      every publication that matched a subscription active throughout its
+                    travel was delivered; a miss inside a fault window is *attributed*
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from testbed.analysis.checks import CheckResult, summarize
+from testbed.analysis.context import AnalysisContext
+from testbed.analysis.filters import match_pairs
+
+
+# -- transforms ------------------------------------------------------------------------
+def delivery_pairs(deliver: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """deliver -> [client, pub_id, deliveries, first_s, last_s]: one row per (client, publication)
+    received. no_duplicates, filter_match and completeness all read this one aggregation.
+
+    ``by``: extra key columns (``("run_id",)`` for many runs at once, ``batch_checks``) that every
+    transform here groups, joins and partitions on too, and keeps first in its output."""
+    return (
+        deliver.select(*by, "client", "pub_id", "t_rel_s")
+        .groupBy(*by, "client", "pub_id")
+        .agg(F.count("*").alias("deliveries"), F.min("t_rel_s").alias("first_s"), F.max("t_rel_s").alias("last_s"))
+        .select(*by, "client", "pub_id", "deliveries", "first_s", "last_s")
+    )
+
+
+def duplicates_of(pairs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """:func:`delivery_pairs` -> the pairs delivered twice or more."""
+    return pairs.where(F.col("deliveries") > 1).select(*by, "client", "pub_id", "deliveries", "first_s", "last_s")
+
+
+def duplicate_deliveries(deliver: DataFrame) -> DataFrame:
+    """deliver -> [client, pub_id, deliveries, first_s, last_s] for each publication received twice or more."""
+    return duplicates_of(delivery_pairs(deliver))
+
+
+def subscriptions(subscribe: DataFrame, unsubscribe: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """-> [client, sub_id, filter, sub_s, unsub_s]: one row per subscription; unsub_s null while active.
+
+    A subscription re-issued with the same id (e.g. after a client restart) counts from its first issue;
+    it ends at the first unsubscribe of that id after it.
+    """
+    subs = (
+        subscribe.select(*by, "client", "sub_id", "filter", "t_rel_s")
+        .groupBy(*by, "client", "sub_id")
+        .agg(F.min_by("filter", "t_rel_s").alias("filter"), F.min("t_rel_s").alias("sub_s"))
+    )
+    uns = unsubscribe.select(*by, "client", "sub_id", F.col("t_rel_s").alias("u_s"))
+    return (
+        subs.join(uns, on=[*by, "client", "sub_id"], how="left")
+        .where(F.col("u_s").isNull() | (F.col("u_s") >= F.col("sub_s")))
+        .groupBy(*by, "client", "sub_id", "filter", "sub_s")
+        .agg(F.min("u_s").alias("unsub_s"))
+        .select(*by, "client", "sub_id", "filter", "sub_s", "unsub_s")
+    )
+
+
+def publications(publish: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """publish -> [pub_id, publisher, seq, attrs, pub_s] (the first publish of each id)."""
+    return (
+        publish.select(*by, "pub_id", "client", "seq", "attrs", "t_rel_s")
+        .groupBy(*by, "pub_id")
+        .agg(F.min_by("client", "t_rel_s").alias("publisher"), F.min_by("seq", "t_rel_s").alias("seq"),
+             F.min_by("attrs", "t_rel_s").alias("attrs"), F.min("t_rel_s").alias("pub_s"))
+        .select(*by, "pub_id", "publisher", "seq", "attrs", "pub_s")
+    )
+
+
+def non_matching_deliveries(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+    """-> [client, pub_id, deliver_s, filters]: deliveries of a known publication that match no subscription
+    the client issued before receiving it (``filters`` lists the client's filters, empty if it had none)."""
+    return non_matching_pairs(delivery_pairs(deliver), subs, pubs, matches)
+
+
+def non_matching_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame) -> DataFrame:
+    """:func:`non_matching_deliveries` from :func:`delivery_pairs` (``first_s`` is the delivery time)."""
+    j = _judged_pairs(pairs, subs, pubs, matches)
+    return j.where(F.col("_known") & ~F.col("_ok")).select("client", "pub_id", "deliver_s", "filters")
+
+
+def _judged_pairs(pairs: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame,
+                  by: tuple[str, ...] = ()) -> DataFrame:
+    """-> [client, pub_id, deliver_s, filters, _known, _ok]: every delivered pair, whether its publication
+    is known (logged by a publish) and whether it matches a subscription the client issued before."""
+    # one row per delivery carrying the publication's matching filters (a per-pub array) and the
+    # client's subscriptions (a small per-client array, broadcast): no per-(delivery, sub) rows
+    d = pairs.select(*by, "client", "pub_id", F.col("first_s").alias("deliver_s"))
+    mf = matches.select(*by, "filter", "pub_id").groupBy(*by, "pub_id").agg(F.collect_set("filter").alias("mf"))
+    known = pubs.select(*by, "pub_id", F.lit(True).alias("_known")).join(mf, on=[*by, "pub_id"], how="left")
+    s = subs.select(*by, "client", F.struct("sub_s", "filter").alias("s")).groupBy(*by, "client").agg(
+        F.collect_list("s").alias("subs"))
+    issued = F.filter("subs", lambda x: x["sub_s"] <= F.col("deliver_s"))  # null when the client has none
+    mf_c = F.coalesce(F.col("mf"), F.array().cast("array<string>"))
+    ok = F.exists(issued, lambda x: F.array_contains(mf_c, x["filter"]))
+    return (
+        d.join(known, on=[*by, "pub_id"], how="left")
+        .join(F.broadcast(s), on=[*by, "client"], how="left")
+        .select(*by, "client", "pub_id", "deliver_s",
+                F.coalesce(F.sort_array(F.array_distinct(F.array_compact(F.transform(issued, lambda x: x["filter"])))),
+                           F.array().cast("array<string>")).alias("filters"),
+                F.coalesce(F.col("_known"), F.lit(False)).alias("_known"),
+                F.coalesce(ok, F.lit(False)).alias("_ok"))
+    )
+
+
+def fifo_inversions(deliver: DataFrame, by: tuple[str, ...] = (), hashed: bool = False) -> DataFrame:
+    """-> [client, publisher, pub_id, seq, max_seq_before, deliver_s]: a delivery whose seq is lower than
+    one already delivered from the same publisher to the same client (gaps are not inversions).
+
+    ``hashed``: -> [*by, seq, max_seq_before] with (client, publisher) as one 64-bit hash, a
+    cheaper sort (1.4 s -> 0.8 s on 988k deliveries). Never fewer rows than the exact inversions:
+    two (client, publisher) streams sharing a hash are one stream in time order, where every
+    inversion of either is still one (an earlier higher seq stays earlier). So no row here means
+    none exact; rows here are recounted exactly (:func:`check_fifo`)."""
+    key = [F.xxhash64("client", "publisher").alias("_k")] if hashed else ["client", "publisher"]
+    w = (
+        Window.partitionBy(*by, *(["_k"] if hashed else key)).orderBy("t", "m", "seq")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    rows = (
+        deliver.select(*by, *key, *([] if hashed else ["pub_id"]), "seq", "t", "m", *([] if hashed else ["t_rel_s"]))
+        .withColumn("max_seq_before", F.max("seq").over(w))
+        .where(F.col("seq") < F.col("max_seq_before"))
+    )
+    if hashed:
+        return rows.select(*by, "seq", "max_seq_before")
+    return rows.select(*by, "client", "publisher", "pub_id", "seq", "max_seq_before",
+                       F.col("t_rel_s").alias("deliver_s"))
+
+
+def expected_deliveries(subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s, margin_s: float,
+                        end_s, by: tuple[str, ...] = ()) -> DataFrame:
+    """-> [client, pub_id, publisher, pub_s]: (subscriber, publication) pairs that must be delivered.
+
+    The publication matches the subscription's filter, was published at least ``settle_s`` after the
+    subscribe, the subscription was not withdrawn before ``pub_s + margin_s``, and
+    ``pub_s + margin_s <= end_s`` (it had time to arrive before the workload ended). ``settle_s`` and
+    ``end_s``: numbers, or column expressions (one value per run of a batch).
+    """
+    settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
+    end = end_s if isinstance(end_s, Column) else F.lit(end_s)
+    p = pubs.select(*by, "pub_id", "publisher", "pub_s").where(F.col("pub_s") + F.lit(margin_s) <= end)
+    return (
+        subs.select(*by, "client", "filter", "sub_s", "unsub_s")
+        .join(matches.select(*by, "filter", "pub_id"), on=[*by, "filter"], how="inner")
+        .join(p, on=[*by, "pub_id"], how="inner")
+        .where(
+            (F.col("sub_s") + settle <= F.col("pub_s"))
+            & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + F.lit(margin_s)))
+        )
+        .select(*by, "client", "pub_id", "publisher", "pub_s")
+        .distinct()
+    )
+
+
+def missing_deliveries(expected: DataFrame, deliver: DataFrame) -> DataFrame:
+    """-> [client, pub_id, publisher, pub_s]: expected pairs never delivered."""
+    return (
+        expected.select("client", "pub_id", "publisher", "pub_s")
+        .join(deliver.select("client", "pub_id"), on=["client", "pub_id"], how="left_anti")
+        .select("client", "pub_id", "publisher", "pub_s")
+    )
+
+
+def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
+    """[client, pub_id, publisher, pub_s] x [fault, lo, hi, source] -> the same + [fault, fault_source]
+    (the lowest-index fault whose window contains pub_s; null = unattributed)."""
+    w = windows.select("fault", "lo", "hi", "source")
+    hit = (
+        missing.select("client", "pub_id", "publisher", "pub_s")
+        .join(F.broadcast(w), on=(F.col("pub_s") >= F.col("lo")) & (F.col("pub_s") <= F.col("hi")), how="left")
+        .groupBy("client", "pub_id", "publisher", "pub_s")
+        .agg(F.min("fault").alias("fault"), F.min_by("source", "fault").alias("fault_source"))
+    )
+    return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+
+
+def fault_columns(pub_s, windows: list[tuple[int, float, float, str]]):
+    """(fault, fault_source) as column expressions of ``pub_s``: the lowest-index fault whose window
+    [lo, hi] contains it (null: none), as :func:`attribute_to_faults` joins, without a join."""
+    fault = source = None
+    for f, lo, hi, src in sorted(windows, reverse=True):  # the lowest index is the outermost when
+        hit = (pub_s >= F.lit(lo)) & (pub_s <= F.lit(hi))
+        fault = F.when(hit, F.lit(f)).otherwise(fault if fault is not None else F.lit(None))
+        source = F.when(hit, F.lit(src)).otherwise(source if source is not None else F.lit(None))
+    if fault is None:
+        return F.lit(None).cast("int"), F.lit(None).cast("string")
+    return fault.cast("int"), source.cast("string")
+
+
+def pair_key(client, pub_id) -> list:
+    """(client, publication) as two 64-bit hashes (``_k1``, ``_k2``): the group key of
+    :func:`judged_pairs` ``hashed``. Two different pairs share both with probability about
+    n^2 / 2^129 for n pairs (below 1e-25 at 10M events); grouping by two numbers instead of two
+    strings took 1 s off the 1.17M-event benchmark's shared pass (docs/benchmarks.md)."""
+    return [F.xxhash64(client, pub_id).alias("_k1"), F.xxhash64(F.lit("testbed"), pub_id, client).alias("_k2")]
+
+
+def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s,
+                 margin_s: float, end_s, by: tuple[str, ...] = (), hashed: bool = False) -> DataFrame:
+    """The delivered and the matched (client, publication) pairs in one aggregation, for
+    no_duplicates, filter_match and completeness at once:
+    [*by, client, pub_id, deliveries, first_s, last_s, ok_sub_s, expected, pub_s].
+
+    The deliveries and the candidate pairs (each subscription with each publication its filter
+    matches: :func:`match_pairs` evaluates every distinct filter once per publication) are one union
+    grouped by (client, publication): ``deliveries``, ``first_s``, ``last_s`` as
+    :func:`delivery_pairs`; ``ok_sub_s`` the earliest subscription of the client whose filter matches
+    (a delivery is filter-matched iff ``ok_sub_s <= first_s``); ``expected`` whether some matching
+    subscription makes the pair expected (:func:`expected_deliveries`' rule); ``pub_s`` of a matched
+    publication. One shuffle instead of a delivery aggregation per check, a distinct of the expected
+    pairs and their join with the deliveries.
+
+    Every aggregate is a number: Spark then aggregates in a hash map (a string aggregate, such as
+    the publisher, makes it sort all the rows first: measured 2x slower at 1.17M events).
+    :func:`with_publisher` adds the publisher where examples need it.
+
+    ``hashed``: grouped by :func:`pair_key` instead, with ``_k1``, ``_k2`` in place of client and
+    pub_id: what :func:`pubsub_tally` counts on; examples come from the exact pairs."""
+    settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
+    end = end_s if isinstance(end_s, Column) else F.lit(end_s)
+    margin = F.lit(margin_s)
+    if "pub_s" in matches.columns:  # carried by match_pairs(keep=...): no join back
+        m = matches.select(*by, "filter", "pub_id", "pub_s")
+    else:
+        m = (matches.select(*by, "filter", "pub_id")
+             .join(pubs.select(*by, "pub_id", "pub_s"), on=[*by, "pub_id"], how="inner"))
+    keys = pair_key(F.col("client"), F.col("pub_id")) if hashed else ["client", "pub_id"]
+    names = ["_k1", "_k2"] if hashed else ["client", "pub_id"]
+    cand = (
+        F.broadcast(subs.select(*by, "client", "filter", "sub_s", "unsub_s"))
+        .join(m, on=[*by, "filter"], how="inner")
+        .select(*by, *keys, F.lit(None).cast("double").alias("_t"), F.lit(0).alias("_d"),
+                F.col("sub_s").alias("_sub_s"),
+                F.when((F.col("pub_s") + margin <= end) & (F.col("sub_s") + settle <= F.col("pub_s"))
+                       & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + margin)), 1)
+                .otherwise(0).alias("_e"),
+                "pub_s")
+    )
+    d = deliver.select(*by, *keys, F.col("t_rel_s").cast("double").alias("_t"), F.lit(1).alias("_d"),
+                       F.lit(None).cast("double").alias("_sub_s"), F.lit(0).alias("_e"),
+                       F.lit(None).cast("double").alias("pub_s"))
+    return (
+        d.unionByName(cand)
+        .groupBy(*by, *names)
+        .agg(F.sum("_d").alias("deliveries"), F.min("_t").alias("first_s"), F.max("_t").alias("last_s"),
+             F.min("_sub_s").alias("ok_sub_s"), (F.max("_e") == 1).alias("expected"),
+             F.max("pub_s").alias("pub_s"))
+    )
+
+
+def with_publisher(pairs: DataFrame, pubs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """Rows with ``pub_id`` (examples of :func:`judged_pairs`) -> the same + ``publisher`` (of
+    :func:`publications`), before ``pub_s``."""
+    cols = [c for c in pairs.columns if c not in ("publisher",)]
+    at = cols.index("pub_s") if "pub_s" in cols else len(cols)
+    return (pairs.join(pubs.select(*by, "pub_id", "publisher"), on=[*by, "pub_id"], how="left")
+            .select(*cols[:at], "publisher", *cols[at:]))
+
+
+def pubsub_tally(j: DataFrame, pubs: DataFrame, fault, source, by: tuple[str, ...] = (),
+                 exact: DataFrame | None = None) -> dict[tuple, dict]:
+    """{by values: {"dup": n, "fm": n, "unknown": n, "expected": n, "miss": {(fault, source): n}}}
+    over :func:`judged_pairs` (``fault`` None: unattributed), in one Spark job when every delivery
+    is explained by a matching subscription or has one that came too late. Deliveries with no
+    matching subscription at all are joined to the publications in a second job, only when there
+    are some, to tell violations (a known publication) from unverifiable deliveries (unknown).
+    ``exact``: the pairs by client and pub_id when ``j`` is :func:`judged_pairs` ``hashed`` (that
+    second job needs the publication ids)."""
+    delivered = F.col("deliveries") > 0
+    fm_bad = delivered & ~F.coalesce(F.col("ok_sub_s") <= F.col("first_s"), F.lit(False))
+    miss = F.col("expected") & ~delivered
+    empty = {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}}
+    rows = (j.where((F.col("deliveries") > 1) | F.col("expected") | fm_bad)
+            .select(*by, (F.col("deliveries") > 1).alias("_dup"), F.col("expected").alias("_exp"),
+                    F.when(miss, fault).alias("fault"), F.when(miss, source).alias("src"), miss.alias("_miss"),
+                    (fm_bad & F.col("ok_sub_s").isNotNull()).alias("_fm1"),
+                    (fm_bad & F.col("ok_sub_s").isNull()).alias("_fm0"))
+            .groupBy(*by, "_dup", "_exp", "_miss", "fault", "src", "_fm1", "_fm0").count().collect())
+    out: dict[tuple, dict] = {}
+    unmatched = False
+    for r in rows:
+        t = out.setdefault(tuple(r[k] for k in by), {**empty, "miss": {}})
+        n = int(r["count"])
+        t["dup"] += n if r["_dup"] else 0
+        t["expected"] += n if r["_exp"] else 0
+        t["fm"] += n if r["_fm1"] else 0  # a matching subscription exists: the publication is known
+        unmatched = unmatched or bool(r["_fm0"])
+        if r["_miss"]:
+            k = (r["fault"], r["src"])
+            t["miss"][k] = t["miss"].get(k, 0) + n
+    if unmatched:
+        known = pubs.select(*by, "pub_id", F.lit(True).alias("_known"))
+        for r in ((j if exact is None else exact).where(fm_bad & F.col("ok_sub_s").isNull()).select(*by, "pub_id")
+                  .join(known, on=[*by, "pub_id"], how="left")
+                  .groupBy(*by)
+                  .agg(F.count("_known").alias("n"),
+                       # a null pub_id counts as one publication, as a distinct() would
+                       F.countDistinct(F.when(F.col("_known").isNull(), F.coalesce(F.col("pub_id"), F.lit("\u0000"))))
+                       .alias("u"))
+                  .collect()):
+            t = out.setdefault(tuple(r[k] for k in by), {**empty, "miss": {}})
+            t["fm"] += int(r["n"])
+            t["unknown"] += int(r["u"])
+    return out
+
+
+def completeness_details(t: dict, errors: dict[str, str], *, settle_s: float, travel_margin_s: float,
+                         fault_margin_s: float, end_s: float) -> tuple[dict, int, int]:
+    """(details, unattributed, attributed) of completeness from one run's :func:`pubsub_tally`."""
+    by_fault = {int(f): {"count": n, "source": s} for (f, s), n in t["miss"].items() if f is not None}
+    attributed = sum(v["count"] for v in by_fault.values())
+    n_un = sum(n for (f, _), n in t["miss"].items() if f is None)
+    details = {
+        "expected": t["expected"],
+        "delivered": t["expected"] - n_un - attributed,
+        "attributed_by_fault": {str(k): v for k, v in sorted(by_fault.items())},
+        "settle_s": settle_s, "travel_margin_s": travel_margin_s,
+        "fault_margin_s": fault_margin_s, "end_s": end_s,
+        "unparsable_filters": errors,
+    }
+    return details, n_un, attributed
+
+
+# -- checks ---------------------------------------------------------------------------
+def _pairs(ctx: AnalysisContext) -> DataFrame:
+    """:func:`delivery_pairs` of the run, one plan for the three checks. Not persisted: measured at
+    1.17M events, persisting it cost as much CPU as the scans it saved (docs/benchmarks.md)."""
+    key = "pubsub.pairs"
+    if key not in ctx.results:
+        ctx.results[key] = delivery_pairs(ctx.df("deliver"))
+    return ctx.results[key]
+
+
+# the checks' descriptions (also the batched checks', ``analysis.batch_checks``)
+DESCRIPTIONS = {
+    "no_duplicates": "no client receives the same publication twice",
+    "filter_match": "every delivery matches a filter the client subscribed with before it",
+    "fifo": "per-publisher FIFO order at every subscriber",
+    "completeness": "every matching publication sent while the subscription was settled and active is delivered "
+                    "(misses inside a fault window are attributed to it)",
+}
+# the order of each check's examples
+ORDERS = {"no_duplicates": ["first_s", "client", "pub_id"], "filter_match": ["deliver_s", "client", "pub_id"],
+          "fifo": ["deliver_s", "client", "publisher"], "completeness": ["pub_s", "client", "pub_id"]}
+
+
+def _shared(ctx: AnalysisContext) -> tuple[DataFrame, dict, dict[str, str]]:
+    """(:func:`judged_pairs`, its :func:`pubsub_tally`, unparsable filters): one pass for
+    no_duplicates, filter_match and completeness, computed once per analysis."""
+    key = "pubsub.judged"
+    if key not in ctx.results:
+        subs, pubs, matches, errors = _matching(ctx)
+        kw = dict(settle_s=ctx.settle_s, margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+        # counted on the hashed pairs; the exact ones (no job unless a check has examples to show)
+        j = judged_pairs(ctx.df("deliver"), subs, pubs, matches, **kw)
+        fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+        t = pubsub_tally(judged_pairs(ctx.df("deliver"), subs, pubs, matches, hashed=True, **kw), pubs, fault, source,
+                         exact=j).get((), {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}})
+        ctx.results[key] = (j.withColumn("fault", fault), t, errors)
+    return ctx.results[key]
+
+
+def check_no_duplicates(ctx: AnalysisContext) -> CheckResult:
+    j, t, _ = _shared(ctx)
+    v = duplicates_of(j)
+    return summarize("no_duplicates", DESCRIPTIONS["no_duplicates"], v, order=ORDERS["no_duplicates"], count=t["dup"])
+
+
+def _matching(ctx: AnalysisContext) -> tuple[DataFrame, DataFrame, DataFrame, dict[str, str]]:
+    """(subscriptions, publications, filter matches, unparsable filters), computed once per analysis."""
+    key = "pubsub.matching"
+    if key not in ctx.results:
+        subs = subscriptions(ctx.df("subscribe"), ctx.df("unsubscribe")).cache()
+        # publications and matches are read once when every check passes (examples read them again):
+        # not cached, which measured cheaper than building the cache (docs/benchmarks.md)
+        pubs = publications(ctx.df("publish"))
+        matches, errors = match_pairs(ctx.spark, subs, pubs, keep=("pub_s",))
+        ctx.results[key] = (subs, pubs, matches, errors)
+    return ctx.results[key]
+
+
+def check_filter_match(ctx: AnalysisContext) -> CheckResult:
+    subs, pubs, matches, errors = _matching(ctx)
+    _, t, _ = _shared(ctx)
+    # the examples (only when there are violations) by the per-delivery evaluation, which also lists
+    # the client's filters; the counts come from the shared pass
+    v = non_matching_pairs(_pairs(ctx), subs, pubs, matches)
+    details = {"unverifiable_deliveries": t["unknown"], "unparsable_filters": errors}
+    r = summarize("filter_match", DESCRIPTIONS["filter_match"], v,
+                  order=ORDERS["filter_match"], details=details, count=t["fm"])
+    if errors:  # an unreadable filter means the property could not be checked: fail loudly
+        r.passed = False
+    return r
+
+
+def check_fifo(ctx: AnalysisContext) -> CheckResult:
+    if fifo_inversions(ctx.df("deliver"), hashed=True).isEmpty():  # none exact either (see there)
+        return CheckResult("fifo", True, 0, description=DESCRIPTIONS["fifo"])
+    v = fifo_inversions(ctx.df("deliver"))
+    return summarize("fifo", DESCRIPTIONS["fifo"], v, order=ORDERS["fifo"])
+
+
+def check_completeness(ctx: AnalysisContext) -> CheckResult:
+    j, t, errors = _shared(ctx)
+    details, n_un, attributed = completeness_details(
+        t, errors, settle_s=ctx.settle_s, travel_margin_s=ctx.options.travel_margin_s,
+        fault_margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s)
+    ctx.results["completeness"] = details
+    unattributed = with_publisher(j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
+                                  .select("client", "pub_id", "pub_s"), _matching(ctx)[1])
+    r = summarize("completeness", DESCRIPTIONS["completeness"], unattributed, order=ORDERS["completeness"],
+                  attributed=attributed, details=details, count=n_un)
+    if errors:
+        r.passed = False
+    return r
+
+
+CHECKS = [check_no_duplicates, check_filter_match, check_fifo, check_completeness]

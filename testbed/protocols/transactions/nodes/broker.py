@@ -1,0 +1,669 @@
+"""Transactional brokers on the pub/sub core: D-TX (Algs 1-3), D-TXNI (§5), S-TX (Alg 4).
+
+Every variant is the pub/sub :class:`Broker` (non-transactional adv/sub/pub work as
+there) plus transaction messages. Messages between a client process and its broker
+carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub core.
+
+    txinit  {k, tx, o:[txc, seq], ssid}    phase 1 (D-TX, D-TXNI), flooded; ack txinitack
+    txop    {k, tx, op:{id, n, kind, a|f, sid, ...}, [d]}
+                                           one operation; kind pub | tcm | sub | usub |
+                                           adv | uadv (sid = the adv id). An operation a
+                                           broker triggers (Alg 2: a sub an adv releases,
+                                           a usub a uadv withdraws) carries trig (its
+                                           parent) and orig (the tx's own sub it continues)
+                                           D-TX/D-TXNI: acknowledged by txack {k, tx, op}
+                                           once every destination and every triggered
+                                           operation acknowledged (Alg 2);
+                                           S-TX: d = dependencies [[op_id, sender, filter, kind]]
+    txprep  {k, tx}                        phase 3, flooded; ack txprepack {k, tx, ok}
+    txcmt   {k, tx, [d]} / txabt {k, tx}   flooded to brokers and to participating clients;
+                                           acks txcmtack / txabtack combined toward the TXC
+    join    {k, c}                         S-TX overlayJoinMsg: builds CRT[client] = next hop
+    txq     {k, tx, c}                     a client asks for an outcome it may have missed
+    txcmt/txabt with rs: true              an outcome re-sent after a reconnection: applied
+                                           where the transaction is open, passed on, not acked
+
+Recovery after a broker restart (docs/transactions.md): the restarted broker holds
+transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
+neighbours re-send recent outcomes (and, S-TX, their CRT and the operations of open
+transactions) when the connection comes back.
+
+Flood-and-collect (init, prep, cmt, abt): a broker forwards to every neighbour but the
+one it came from (cmt/abt also to the local clients that took part), then acknowledges
+upstream once its own step is done and every target acknowledged; ``ok`` is ANDed.
+
+D-TX: routing-state versions keyed by SSID (the count of commits applied here);
+a transaction routes on ``TXRS`` = a copy of version ``ssid`` plus its own writes;
+prepare waits for every transaction ordered before it, key ``(ssid, txc, int seq)``,
+to terminate here, then flags a conflict iff some buffered publication routes
+differently on version ``ssid`` and on the current version; commit = copy(current) +
+replay of the transaction's writes. D-TXNI: operations act on the shared table, an
+undo log is applied on abort, prepare is always TRUE. S-TX: operations act on the
+shared table (undo log for an explicit abort), no acknowledgements; an operation or a
+commit waits while one of its sub/usub dependencies is satisfiable here and not yet
+processed (§6.2; satisfiable = a matching advertisement whose last hop is not the
+dependency sender's CRT hop); waiters are released in arrival order.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.protocols.pubsub.nodes.broker import Broker
+from testbed.protocols.pubsub.nodes.filters import FilterError, intersects, parse_cached
+from testbed.protocols.pubsub.nodes.routing import RoutingTable
+from testbed.protocols.transactions.nodes import events as _events  # noqa: F401  (registers the events)
+from testbed.protocols.transactions.nodes.snapshot import table_ids
+
+FLOODS = ("txinit", "txprep", "txcmt", "txabt")
+TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join", "txq"))
+RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
+
+
+class TxBroker(Broker):
+    """Base of the transactional brokers; ``TxBroker(rt)`` builds the one ``params.variant`` names."""
+
+    variant = "blwait"
+
+    def __new__(cls, rt: Any = None):
+        if cls is TxBroker and rt is not None:
+            v = ((rt.config.get("params") or {}).get("variant")) or "blwait"
+            sub = VARIANTS.get(v)
+            if sub is None:
+                raise ValueError(f"unknown transactions variant {v!r}; one of {sorted(VARIANTS)}")
+            return super().__new__(sub)
+        return super().__new__(cls)
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.k = 0  # tx_proc counter
+        self.crt: dict[str, str] = {}  # S-TX client routing table: client -> hop
+        self._coll: dict[tuple[str, str], dict[str, Any]] = {}  # (flood kind, tx) -> collector
+        self._parts: dict[str, set[str]] = {}  # tx -> local client hops that took part
+        self.terminated: dict[str, str] = {}  # tx -> committed | aborted
+        self.recent: OrderedDict[str, str] = OrderedDict()  # the last RECENT_OUTCOMES of them
+        # a (re)started broker first re-learns its routing state: transaction messages that come
+        # within `settle` of its start wait until then (at the first start none come that early)
+        hold = float((self.config.get("params") or {}).get("settle", 1.0))
+        self._hold_until = rt.mono_ns() + int(hold * 1e9)
+        self._held: list[tuple[str, dict[str, Any]]] | None = []
+        self._trig_k = 0  # operations this broker triggered (adv/uadv releasing subscriptions)
+        self._sub_ops: dict[str, dict[str, str]] = {}  # tx -> sub id -> the op that last touched it
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def stop(self) -> None:
+        await super().stop()
+        srt, prt = table_ids(self.table)
+        self.rt.log("tx_tables", srt=srt, prt=prt, ssid=getattr(self, "ssid", 0))
+
+    def on_peer_up(self, peer: str) -> None:
+        """Routing re-sync (the pub/sub core), then the outcomes a restarted neighbour may have
+        missed: re-sent as fire-and-forget floods (``rs``), applied where still open."""
+        super().on_peer_up(peer)
+        if peer in self._nset:
+            for tx, outcome in self.recent.items():
+                self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
+
+    # -- dispatch -----------------------------------------------------------------
+    def _flush_held(self) -> None:
+        held, self._held = self._held or [], None
+        if held:
+            self.rt.log("tx_held", count=len(held))
+        for src, msg in held:
+            self.on_message(src, msg)
+
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        k = msg.get("k")
+        if k not in TX_KINDS:
+            super().on_message(src, msg)
+            return
+        if self._held is not None and k != "join":
+            if self.rt.mono_ns() < self._hold_until:
+                if not self._held:
+                    self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
+                self._held.append((src, msg))
+                return
+            self._flush_held()
+        if src in self._nset:
+            frm = src
+        else:
+            c = msg.get("c")
+            if not isinstance(c, str):
+                self._bad(src, msg, "transaction message from a non-neighbour without a client id")
+                return
+            frm = self.hop_of(src, c)
+        try:
+            self._on_tx(k, frm, msg)
+        except (KeyError, TypeError, ValueError, FilterError) as e:
+            self._bad(src, msg, f"malformed {k}: {e!r}")
+
+    def _on_tx(self, k: str, frm: str, msg: dict[str, Any]) -> None:
+        if k in FLOODS:
+            self._on_flood(k, frm, msg)
+        elif k.endswith("ack") and k[:-3] in FLOODS:
+            self._on_flood_ack(k[:-3], frm, msg)
+        elif k == "txop":
+            self._on_op(frm, msg)
+        elif k == "txack":
+            self._on_op_ack(frm, msg)
+        elif k == "join":
+            self._on_join(frm, msg)
+        elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
+            tx = msg["tx"]
+            if tx in self.terminated:
+                self.send_hop(frm, {"k": "txcmt" if self.terminated[tx] == "committed" else "txabt",
+                                    "tx": tx, "rs": True})
+            else:
+                self._part(tx, frm)
+
+    # -- helpers ------------------------------------------------------------------
+    def send_hop(self, hop: str, msg: dict[str, Any]) -> None:
+        """Send to a neighbour broker, or to a local client (adding ``to``)."""
+        if hop in self._nset:
+            self.rt.send(hop, msg)
+        else:
+            proc, cid = self._client_of[hop]
+            m = dict(msg)
+            m.pop("c", None)
+            m["to"] = cid
+            self.rt.send(proc, m)
+
+    def _part(self, tx: str, hop: str) -> None:
+        if hop not in self._nset:
+            self._parts.setdefault(tx, set()).add(hop)
+
+    def _log_proc(self, tx: str, op: dict[str, Any], dests: list[str]) -> None:
+        self.k += 1
+        self.rt.log("tx_proc", tx=tx, op_id=op["id"], kind=op["kind"], dests=sorted(dests), k=self.k)
+
+    # -- flood and collect ----------------------------------------------------------
+    def _on_flood(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        tx = msg["tx"]
+        if (kind, tx) in self._coll:
+            return  # a duplicate (a tree never sends one; a re-sent request would)
+        if kind in ("txcmt", "txabt") and tx in self.terminated:
+            if not msg.get("rs"):
+                self.send_hop(frm, {"k": kind + "ack", "tx": tx, "ok": True})
+            return  # known here already
+        self._part(tx, frm)
+        if msg.get("rs"):
+            self._resync_outcome(kind, frm, msg)
+            return
+        fwd = self._flood_step(kind, frm, msg)
+        if fwd is None:
+            return  # buffered (S-TX commit waiting for dependencies); _release calls _do_flood
+        self._do_flood(kind, frm, fwd)
+
+    def _resync_outcome(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        """An outcome re-sent after a restart: apply it and pass it on, without acknowledgements."""
+        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"]})
+        fwd = {"k": kind, "tx": msg["tx"], "rs": True}
+        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(msg["tx"], ())):
+            if h != frm:
+                self.send_hop(h, fwd)
+        for k in ("txinit", "txprep"):
+            self._coll.pop((k, msg["tx"]), None)
+
+    def _do_flood(self, kind: str, frm: str, fwd: dict[str, Any]) -> None:
+        tx = fwd["tx"]
+        targets = [n for n in self.table.neighbors if n != frm]
+        if kind in ("txcmt", "txabt"):
+            targets += sorted(h for h in self._parts.get(tx, ()) if h != frm)
+            for k in ("txinit", "txprep"):  # collectors a lost neighbour left waiting
+                self._coll.pop((k, tx), None)
+        coll = {"from": frm, "wait": set(targets), "ok": True, "ready": kind != "txprep"}
+        self._coll[(kind, tx)] = coll
+        for h in targets:
+            self.send_hop(h, fwd)
+        if kind == "txprep":
+            self._try_prepare(tx)
+        self._maybe_ack(kind, tx)
+        if kind in ("txcmt", "txabt"):
+            self._parts.pop(tx, None)
+
+    def _on_flood_ack(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        coll = self._coll.get((kind, msg["tx"]))
+        if coll is None:
+            return
+        coll["wait"].discard(frm)
+        if msg.get("ok") is False:
+            coll["ok"] = False
+        self._maybe_ack(kind, msg["tx"])
+
+    def _maybe_ack(self, kind: str, tx: str) -> None:
+        coll = self._coll.get((kind, tx))
+        if coll is None or not coll["ready"] or coll["wait"]:
+            return
+        del self._coll[(kind, tx)]
+        self.send_hop(coll["from"], {"k": kind + "ack", "tx": tx, "ok": coll["ok"]})
+
+    def _prepared(self, tx: str, ok: bool) -> None:
+        coll = self._coll.get(("txprep", tx))
+        if coll is not None:
+            coll["ready"] = True
+            coll["ok"] = coll["ok"] and ok
+            self._maybe_ack("txprep", tx)
+
+    # -- per-variant hooks ------------------------------------------------------------
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """This broker's step for a flood message; returns the message to forward (None: wait)."""
+        tx = msg["tx"]
+        if kind in ("txcmt", "txabt"):
+            self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
+        return {"k": kind, "tx": tx, **{x: msg[x] for x in ("o", "ssid") if x in msg}}
+
+    def _terminate(self, tx: str, outcome: str) -> None:
+        self._sub_ops.pop(tx, None)
+        self.terminated[tx] = outcome
+        self.recent[tx] = outcome
+        if len(self.recent) > RECENT_OUTCOMES:
+            self.recent.popitem(last=False)
+        self.rt.log("tx_phase", tx=tx, phase="commit" if outcome == "committed" else "abort",
+                    ssid=getattr(self, "ssid", 0), conflict=False)
+
+    def _try_prepare(self, tx: str) -> None:
+        self._prepared(tx, True)
+
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        self._bad(frm, msg, f"variant {self.variant} takes no transaction operations")
+
+    def _on_op_ack(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    # -- shared by the variants: apply one op to a table ------------------------------------
+    def _apply(self, table: RoutingTable, op: dict[str, Any], frm: str,
+               undo: list[tuple] | None) -> list[str]:
+        """Apply op to ``table``; return its destinations. Records the inverse in ``undo``."""
+        return self._apply_full(table, op, frm, undo)[0]
+
+    def _apply_full(self, table: RoutingTable, op: dict[str, Any], frm: str,
+                    undo: list[tuple] | None) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+        """Apply op to ``table``: (its destinations, the operations it triggers). A triggered
+        operation (Alg 2) is ``(hop, kind, sub id, filter text)``: an ``adv`` releases the
+        subscriptions that were held here for want of a matching advertisement (a ``sub`` toward
+        the advertisement's last hop), a ``uadv`` withdraws those forwarded only because of it
+        (a ``usub``). Records the inverse of each change in ``undo``."""
+        kind = op["kind"]
+        if kind == "sub":
+            sid = op["sid"]
+            outs = table.subscribe(sid, parse_cached(op["f"]), frm)
+            if undo is not None:
+                undo.append(("usub", sid, frm))
+            return [o.dst for o in outs if o.kind == "sub"], []
+        if kind == "usub":
+            sid = op["sid"]
+            e = table.prt.get(sid)
+            outs = table.unsubscribe(sid, frm)
+            if undo is not None and e is not None and e.hop == frm:
+                undo.append(("sub", sid, e.filter, frm))
+            return [o.dst for o in outs if o.kind == "unsub"], []
+        if kind in ("pub", "tcm"):
+            return list(table.route(op["a"], frm)), []
+        if kind == "adv":
+            aid = op["sid"]
+            known = aid in table.srt
+            outs = table.advertise(aid, parse_cached(op["f"]), frm)
+            if undo is not None and not known:
+                undo.append(("unadv", aid, frm))
+            return ([o.dst for o in outs if o.kind == "adv"],
+                    [(o.dst, "sub", o.id, o.filter.text) for o in outs if o.kind == "sub"])  # type: ignore[union-attr]
+        if kind == "uadv":
+            aid = op["sid"]
+            e = table.srt.get(aid)
+            outs = table.unadvertise(aid, frm)
+            if undo is not None and e is not None and e.hop == frm:
+                undo.append(("adv", aid, e.filter, frm))
+            return ([o.dst for o in outs if o.kind == "unadv"],
+                    [(o.dst, "usub", o.id, "") for o in outs if o.kind == "unsub"])
+        raise ValueError(f"unknown operation kind {kind!r}")
+
+    def _triggered(self, tx: str, parent: dict[str, Any], hop: str, kind: str, sid: str, f: str) -> dict[str, Any]:
+        """Send one operation this broker triggers (Alg 2) to ``hop`` and log it as issued here
+        (``tx_op`` with ``client`` = this broker and ``trigger`` = the parent: <SO's Trigger).
+        ``orig`` names the transaction's own sub/usub operation it continues, if any (S-TX counts
+        that dependency processed where the triggered one is)."""
+        self._trig_k += 1
+        op = {"id": f"{parent['id']}.r{self._trig_k}@{self.name}", "n": 0, "kind": kind, "c": self.name,
+              "sid": sid, "trig": parent["id"]}
+        if f:
+            op["f"] = f
+        orig = self._sub_ops.get(tx, {}).get(sid)
+        if orig:
+            op["orig"] = orig
+        self.rt.log("tx_op", tx=tx, op_id=op["id"], n=0, kind=kind, client=self.name, deps=[parent["id"]],
+                    trigger=parent["id"], filter=f, sub_id=sid)
+        msg: dict[str, Any] = {"k": "txop", "tx": tx, "op": op}
+        if self.variant == "stx":
+            msg["d"] = []
+        self._forward_op(tx, "", msg, [hop])
+        return op
+
+    def _note_op(self, tx: str, op: dict[str, Any]) -> None:
+        """Remember which operation of ``tx`` last touched a subscription id (for ``orig``)."""
+        if op["kind"] in ("sub", "usub"):
+            self._sub_ops.setdefault(tx, {})[op["sid"]] = op.get("orig") or op["id"]
+
+    def _undo(self, table: RoutingTable, undo: list[tuple]) -> None:
+        """Apply the inverse operations, newest first, and send what they change to the
+        neighbours too: a neighbour that learned an entry from a routing re-sync (not as the
+        transaction's operation) has no undo entry for it. Each neighbour also undoes its own
+        part; a second removal or addition of the same id is a no-op."""
+        outs = []
+        for step in reversed(undo):
+            if step[0] == "usub":
+                outs += table.unsubscribe(step[1], step[2])
+            elif step[0] == "sub":
+                outs += table.subscribe(step[1], step[2], step[3])
+            elif step[0] == "unadv":
+                outs += table.unadvertise(step[1], step[2])
+            else:
+                outs += table.advertise(step[1], step[2], step[3])
+        if table is self.table:
+            self.emit(outs)
+
+    def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
+        fwd = {"k": "txop", "tx": tx, "op": msg["op"]}
+        if "d" in msg:
+            fwd["d"] = msg["d"]
+        for h in dests:
+            self._part(tx, h)
+            self.send_hop(h, fwd)
+
+
+# ---------------------------------------------------------------------------------- D-TX
+@dataclass
+class TXContext:
+    tx: str
+    key: tuple
+    ssid: int
+    txrs: RoutingTable
+    writes: list[tuple] = field(default_factory=list)  # (op dict, from hop) in processing order
+    pubs: list[dict[str, Any]] = field(default_factory=list)  # buffered publications' attrs
+    undo: list[tuple] = field(default_factory=list)  # D-TXNI
+
+
+class DtxBroker(TxBroker):
+    variant = "dtx"
+    isolation = True
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.ssid = 0
+        self.versions: dict[int, RoutingTable] = {0: self.table}
+        self.ctx: dict[str, TXContext] = {}
+        self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait {(hop, op id)}}
+        self._ack_for: dict[tuple[str, str, str], tuple[str, str]] = {}  # (tx, op id, hop) -> pending key
+        self._deferred: list[str] = []  # prepares waiting for earlier transactions
+
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        tx = msg["tx"]
+        if kind == "txinit":
+            ssid = int(msg["ssid"]) if "ssid" in msg else self.ssid  # the TXC's edge broker sets it
+            o = msg["o"]
+            key = (ssid, str(o[0]), int(o[1]))
+            base = self.versions.get(ssid, self.table)
+            txrs = base.clone() if self.isolation else self.table
+            self.ctx[tx] = TXContext(tx, key, ssid, txrs)
+            self.rt.log("tx_phase", tx=tx, phase="init", ssid=ssid, conflict=False)
+            return {"k": kind, "tx": tx, "o": o, "ssid": ssid}
+        if kind == "txcmt":
+            self._commit(tx)
+        elif kind == "txabt":
+            self._abort(tx)
+        return {"k": kind, "tx": tx}
+
+    # Alg 2: operations
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, op = msg["tx"], msg["op"]
+        ctx = self.ctx.get(tx)
+        if ctx is None:
+            self.rt.log("broker_bad_message", peer=frm, kind="txop",
+                        reason=f"operation {op.get('id')} of an unknown or ended transaction {tx}")
+            return
+        self._part(tx, frm)
+        dests, trig = self._apply_full(ctx.txrs, op, frm, None if self.isolation else ctx.undo)
+        self._note_op(tx, op)
+        if op["kind"] in ("pub", "tcm"):
+            ctx.pubs.append(op["a"])
+        else:
+            ctx.writes.append((op, frm))
+        self._log_proc(tx, op, dests)
+        self._forward_op(tx, frm, msg, dests)
+        wait = {(h, op["id"]) for h in dests}
+        for h, kind, sid, f in trig:  # Alg 2: released subscriptions, each with its own pending ack
+            wait.add((h, self._triggered(tx, op, h, kind, sid, f)["id"]))
+        if wait:
+            self._pending[(tx, op["id"])] = {"from": frm, "wait": wait}
+            for h, oid in wait:
+                self._ack_for[(tx, oid, h)] = (tx, op["id"])
+        else:
+            self.send_hop(frm, {"k": "txack", "tx": tx, "op": op["id"]})
+
+    def _on_op_ack(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, oid = msg["tx"], msg["op"]
+        key = self._ack_for.pop((tx, oid, frm), None)
+        p = self._pending.get(key) if key is not None else None
+        if p is None:
+            return
+        p["wait"].discard((frm, oid))
+        if not p["wait"]:
+            del self._pending[key]
+            self.send_hop(p["from"], {"k": "txack", "tx": tx, "op": key[1]})
+
+    # Alg 3: termination
+    def _try_prepare(self, tx: str) -> None:
+        ctx = self.ctx.get(tx)
+        if ctx is None:
+            self._prepared(tx, False)
+            return
+        if self.isolation:
+            if any(c.key < ctx.key for t, c in self.ctx.items() if t != tx):
+                if tx not in self._deferred:
+                    self._deferred.append(tx)
+                return
+            base = self.versions.get(ctx.ssid, self.table)
+            conflict = any(base.route(a) != self.table.route(a) for a in ctx.pubs)
+        else:
+            conflict = False
+        self.rt.log("tx_phase", tx=tx, phase="prepare", ssid=ctx.ssid, conflict=conflict)
+        self._prepared(tx, not conflict)
+
+    def _retry_deferred(self) -> None:
+        waiting, self._deferred = self._deferred, []
+        for tx in waiting:
+            if ("txprep", tx) in self._coll:
+                self._try_prepare(tx)
+
+    def _commit(self, tx: str) -> None:
+        ctx = self.ctx.pop(tx, None)
+        if ctx is not None and self.isolation:
+            new = self.table.clone()
+            for op, frm in ctx.writes:
+                self._apply(new, op, frm, None)
+            self.table = new
+            self.ssid += 1
+            self.versions[self.ssid] = new
+            self._gc_versions()
+        elif ctx is not None:
+            self.ssid += 1
+        self._terminate(tx, "committed")
+        self._retry_deferred()
+
+    def _abort(self, tx: str) -> None:
+        ctx = self.ctx.pop(tx, None)
+        if ctx is not None and not self.isolation:
+            self._undo(self.table, ctx.undo)
+        for key in [k for k in self._pending if k[0] == tx]:
+            del self._pending[key]
+        for key in [k for k in self._ack_for if k[0] == tx]:
+            del self._ack_for[key]
+        self._terminate(tx, "aborted")
+        self._retry_deferred()
+        self._gc_versions()
+
+    def _gc_versions(self) -> None:
+        keep = {c.ssid for c in self.ctx.values()} | {self.ssid}
+        for s in [s for s in self.versions if s not in keep]:
+            del self.versions[s]
+
+
+class DtxniBroker(DtxBroker):
+    """D-TXNI: the same phases and messages, operations on the shared table, undo on abort."""
+
+    variant = "dtxni"
+    isolation = False
+
+
+# ---------------------------------------------------------------------------------- S-TX
+class StxBroker(TxBroker):
+    variant = "stx"
+
+    def __init__(self, rt: Any) -> None:
+        super().__init__(rt)
+        self.processed: set[tuple[str, str]] = set()
+        self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
+        self.undo: dict[str, list[tuple]] = {}
+        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # open tx -> (hop, txop) sent
+
+    def on_peer_up(self, peer: str) -> None:
+        """After the routing and outcome re-sync: the operations of still open transactions sent
+        to this neighbour, again (a restarted one lost them; one that kept them skips them as
+        processed)."""
+        super().on_peer_up(peer)
+        if peer in self._nset:
+            for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
+                if hop != peer:
+                    self.rt.send(peer, {"k": "join", "c": c})
+            for tx, sent in self.sent_ops.items():
+                for hop, msg in sent:
+                    if hop == peer:
+                        self.rt.send(peer, msg)
+
+    def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
+        super()._forward_op(tx, frm, msg, dests)
+        fwd = {"k": "txop", "tx": tx, "op": msg["op"], "d": msg.get("d") or []}
+        log = self.sent_ops.setdefault(tx, [])
+        for h in dests:
+            if h in self._nset:
+                log.append((h, fwd))
+
+    def _terminate(self, tx: str, outcome: str) -> None:
+        self.sent_ops.pop(tx, None)
+        super()._terminate(tx, outcome)
+
+    def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        c = msg["c"]
+        if self.crt.get(c) == frm:
+            return
+        self.crt[c] = frm
+        for n in self.table.neighbors:
+            if n != frm:
+                self.rt.send(n, {"k": "join", "c": c})
+
+    def _satisfiable(self, dep: list[Any]) -> bool:
+        hop = self.crt.get(dep[1])
+        if hop is None:
+            return False  # the sender never joined here: nothing of it can arrive
+        if hop not in self._nset:
+            return True  # the sender is a local client: its sub/usub is always processed here first
+        f = parse_cached(dep[2])
+        return any(e.hop != hop and intersects(e.filter, f) for e in self.table.srt.values())
+
+    def _blocked(self, tx: str, deps: list[list[Any]]) -> bool:
+        for d in deps:
+            if d[3] in ("sub", "usub") and (tx, d[0]) not in self.processed and self._satisfiable(d):
+                return True
+        return False
+
+    def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
+        tx = msg["tx"]
+        if tx in self.terminated:
+            if msg["op"].get("trig") and (tx, msg["op"]["id"]) not in self.processed:
+                # a sub/usub a broker triggered (Alg 2) travels back toward the advertiser and can
+                # meet the commit coming the other way: S-TX has no acks to hold the commit for
+                # it. Committed: it still applies (as it would have a moment earlier); aborted:
+                # nothing of the transaction stays, so it is dropped.
+                if self.terminated[tx] == "committed":
+                    self._process(frm, msg, late=True)
+                    for d in (self.sent_ops, self._parts, self._sub_ops):  # nothing kept for it
+                        d.pop(tx, None)
+                return
+            self.rt.log("broker_bad_message", peer=frm, kind="txop",
+                        reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
+            return
+        if (tx, msg["op"]["id"]) in self.processed or any(
+                b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+            return  # re-sent after a reconnection, known here
+        self._part(tx, frm)
+        if self.buffer or self._blocked(tx, msg.get("d") or []):
+            self.buffer.append(("txop", frm, msg))
+            self._release()
+            return
+        self._process(frm, msg)
+        self._release()
+
+    def _process(self, frm: str, msg: dict[str, Any], late: bool = False) -> None:
+        tx, op = msg["tx"], msg["op"]
+        known = op["kind"] == "sub" and op["sid"] in self.table.prt
+        dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
+        if known:  # learned by a routing re-sync after a restart: the operation still goes on
+            dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
+        self.processed.add((tx, op["id"]))
+        if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation
+            self.processed.add((tx, op["orig"]))
+        self._note_op(tx, op)
+        self._log_proc(tx, op, dests)
+        self._forward_op(tx, frm, msg, dests)
+        for h, kind, sid, f in trig:  # Alg 2 in S-TX: sent on at once, no acknowledgements
+            self._triggered(tx, op, h, kind, sid, f)
+
+    def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
+        tx = msg["tx"]
+        if kind in ("txcmt", "txabt"):
+            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3); a re-sent
+            # outcome (no d) does not wait, and drops what of the transaction still waits here
+            if "d" not in msg:
+                self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
+                return self._stx_end(kind, tx, msg)
+            if self.buffer or self._blocked(tx, msg.get("d") or []):
+                self.buffer.append((kind, frm, msg))
+                self._release()
+                return None
+            return self._stx_end(kind, tx, msg)
+        self._bad(frm, msg, f"S-TX takes no {kind}")
+        return None
+
+    def _stx_end(self, kind: str, tx: str, msg: dict[str, Any]) -> dict[str, Any]:
+        undo = self.undo.pop(tx, [])
+        if kind == "txabt":
+            self._undo(self.table, undo)
+        self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
+        return {"k": kind, "tx": tx, "d": msg.get("d") or []}
+
+    def _release(self) -> None:
+        """Process buffered operations and commits whose dependencies are met, in arrival order
+        (the first ready one first, then rescan). A commit depends on every sub/usub its
+        transaction's publications depend on, so it never overtakes op5 on a link."""
+        progress = True
+        while progress and self.buffer:
+            progress = False
+            for i, (kind, frm, msg) in enumerate(self.buffer):
+                if self._blocked(msg["tx"], msg.get("d") or []):
+                    continue
+                del self.buffer[i]
+                if kind == "txop":
+                    self._process(frm, msg)
+                else:
+                    self._do_flood(kind, frm, self._stx_end(kind, msg["tx"], msg))
+                progress = True
+                break
+
+
+VARIANTS: dict[str, type[TxBroker]] = {
+    "blwait": TxBroker, "dtx": DtxBroker, "dtxni": DtxniBroker, "stx": StxBroker,
+}
