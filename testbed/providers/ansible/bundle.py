@@ -10,6 +10,7 @@ contents, so hosts keep one copy per code version and ``deploy`` skips hosts tha
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
@@ -58,7 +59,10 @@ def build_bundle(cache_dir: Path) -> tuple[Path, str]:
     if out.exists():
         return out, digest
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tf:
+    # the gzip header's own mtime is 0 too (tarfile's "w:gz" stamps the current second, so two
+    # builds a second apart differed): the same files give the same bytes
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=6, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tf:
         for name, path in files:
             data = path.read_bytes()
             info = tarfile.TarInfo(name)
