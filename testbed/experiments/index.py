@@ -38,6 +38,10 @@ def code_version(include_analysis: bool = False, root: str | None = None) -> str
     for p in sorted(base.rglob("*.py")):
         rel = p.relative_to(base)
         top = rel.parts[0]
+        if top == "protocols" and len(rel.parts) > 2:  # a protocol's parts: as the generic ones
+            part = rel.parts[2]
+            if part in ("experiments", "experiments.py") or (part == "analysis" and not include_analysis):
+                continue
         if top == "experiments" or (top == "analysis" and not include_analysis):
             continue
         if len(rel.parts) == 1 and top in _PRESENTATION_FILES:
@@ -69,8 +73,23 @@ def run_finished(run_dir: str | None, analyzed: bool = False) -> bool:
     return True
 
 
+def _map_runs(obj: Any, fn) -> Any:
+    """``obj`` with ``fn`` applied to every string under a key named ``run`` (at any depth: an
+    entry's run directory, and the run directories a computed row names)."""
+    if isinstance(obj, dict):
+        return {k: (fn(v) if k == "run" and isinstance(v, str) else _map_runs(v, fn)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_map_runs(v, fn) for v in obj]
+    return obj
+
+
 class RunIndex:
-    """key -> entry ({"grid", "point", "repeat", "run" | "row", "elapsed_s", ...})."""
+    """key -> entry ({"grid", "point", "repeat", "run" | "row", "elapsed_s", ...}).
+
+    Run directories are stored relative to the index's own directory (so a reproduction moved,
+    archived or shipped with its runs beside it still reads), and given back absolute; an index
+    written before holds absolute paths, which are read as they are.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -83,11 +102,18 @@ class RunIndex:
 
             raise UsageError(f"{self.path}: not a run index ({e}); move it away to start afresh") from None
 
+    def _abs(self, p: str) -> str:
+        return p if os.path.isabs(p) else os.path.normpath(os.path.join(self.path.parent.resolve(), p))
+
+    def _rel(self, p: str) -> str:
+        return os.path.relpath(p, self.path.parent.resolve()) if os.path.isabs(p) else p
+
     def get(self, key: str) -> dict[str, Any] | None:
-        return self.data.get(key)
+        e = self.data.get(key)
+        return _map_runs(e, self._abs) if e is not None else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        self.data[key] = entry
+        self.data[key] = _map_runs(entry, self._rel)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
         try:

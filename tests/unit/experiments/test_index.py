@@ -42,7 +42,7 @@ def test_code_version_follows_the_run_code_but_not_presentation(tmp_path):
 def test_index_persists_atomically_and_checks_runs(tmp_path):
     idx = RunIndex(tmp_path / "index-quick.json")
     idx.put("k1", {"run": str(tmp_path / "r1")})
-    assert json.loads((tmp_path / "index-quick.json").read_text()) == {"k1": {"run": str(tmp_path / "r1")}}
+    assert json.loads((tmp_path / "index-quick.json").read_text()) == {"k1": {"run": "r1"}}  # relative to it
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
     assert RunIndex(tmp_path / "index-quick.json").get("k1") == {"run": str(tmp_path / "r1")}
     r1 = tmp_path / "r1"
@@ -83,3 +83,33 @@ def test_run_phases_split_a_runs_wall_time():
     assert run_phases({"up_s": 1.0}, 2.0, 5.0, 10.0)["other"] == 2.0
     line = phase_line({"rate": {"runs": 2, "wall_s": 60.0, **p}, "subs": {"runs": 1, "wall_s": 30.0, **p}})
     assert "rate: 2 runs, 60 s: up 4, settle 6" in line and "all runs: 3 runs, 90 s: up 8, settle 12" in line
+
+
+def test_code_version_treats_a_protocol_package_like_the_generic_parts(tmp_path):
+    """A protocol's nodes and topology decide its runs; its analysis only analysed entries; its
+    experiments (claims, grids) none: editing a claim must not make every run again."""
+    pkg = tmp_path / "protocols" / "p"
+    for d in ("nodes", "analysis", "experiments"):
+        (pkg / d).mkdir(parents=True)
+    (pkg / "nodes" / "n.py").write_text("x = 1\n")
+    (pkg / "topology.py").write_text("t = 1\n")
+    (pkg / "analysis" / "a.py").write_text("a = 1\n")
+    (pkg / "experiments" / "claims.py").write_text("c = 1\n")
+    (tmp_path / "protocols" / "q").mkdir()
+    (tmp_path / "protocols" / "q" / "experiments.py").write_text("e = 1\n")
+    code_version.cache_clear()
+    v0, a0 = code_version(False, str(tmp_path)), code_version(True, str(tmp_path))
+    for f, text in ((pkg / "experiments" / "claims.py", "c = 2\n"),
+                    (tmp_path / "protocols" / "q" / "experiments.py", "e = 2\n")):
+        f.write_text(text)
+        code_version.cache_clear()
+        assert (code_version(False, str(tmp_path)), code_version(True, str(tmp_path))) == (v0, a0), f
+    (pkg / "analysis" / "a.py").write_text("a = 2\n")
+    code_version.cache_clear()
+    assert code_version(False, str(tmp_path)) == v0 and code_version(True, str(tmp_path)) != a0
+    for f in (pkg / "nodes" / "n.py", pkg / "topology.py"):
+        f.write_text(f.read_text() + "# changed\n")
+        code_version.cache_clear()
+        assert code_version(False, str(tmp_path)) != v0, f
+        v0 = code_version(False, str(tmp_path))
+    code_version.cache_clear()
