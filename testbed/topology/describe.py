@@ -93,7 +93,10 @@ def describe(plan: Plan) -> str:
     w(f"{len(procs)} nodes, {len(groups)} client processes ({clients_total} logical clients), "
       f"{len(plan.links)} directed links, {len(plan.actions)} fault actions")
     if plan.params:
-        w("params: " + ", ".join(f"{k}={_short(v)}" for k, v in plan.params.items()))
+        w("params: " + ", ".join(f"{k}={_short(v)}" + (" (derived)" if k in plan.derived else "")
+                                 for k, v in plan.params.items()))
+        for k, why in plan.derived.items():
+            w(f"  {k}={_short(plan.params[k])} derived from the topology: {why}")
     if plan.placement:
         w("placement: " + ", ".join(f"{k}={_short(v)}" for k, v in plan.placement.items()))
 

@@ -33,6 +33,7 @@ def expand(topo: Topology, *, provider_override: str | None = None,
     links = resolve_links(topo, nodes)
     actions = fault_actions(topo, nodes, links)
     params = topo.protocol_params.model_dump() if topo.protocol_params is not None else {}
+    params, derived = derive_params(topo, params)
     placement = (topo.protocol_placement.model_dump(exclude_none=True)
                  if topo.protocol_placement is not None else {})
     return Plan(
@@ -47,6 +48,7 @@ def expand(topo: Topology, *, provider_override: str | None = None,
         links=links,
         actions=tuple(actions),
         params=params,
+        derived=derived,
         placement=placement,
         point=dict(point if point is not None else topo.point),
         repeat_index=repeat_index,
@@ -54,6 +56,23 @@ def expand(topo: Topology, *, provider_override: str | None = None,
         source_text=topo.source_text,
         rendered_text=topo.rendered_text,
     )
+
+
+def derive_params(topo: Topology, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The protocol's ``derive(topology)`` hook applied to the params the file leaves out:
+    (params, {param: why}). A value the user wrote is never replaced."""
+    from testbed.topology.protocols import PROTOCOLS
+
+    mod = PROTOCOLS.get(topo.protocol)
+    hook = getattr(mod, "derive", None)
+    if hook is None or topo.protocol_params is None:
+        return params, {}
+    given = set(topo.protocol_params.model_fields_set)
+    out, why = dict(params), {}
+    for key, (value, reason) in hook(topo).items():
+        if key in out and key not in given:
+            out[key], why[key] = value, reason
+    return out, why
 
 
 # --------------------------------------------------------------------------- processes

@@ -149,6 +149,7 @@ class Plan:
     links: dict[str, LinkSpec]  # "src->dst" for every ordered pair of distinct processes
     actions: tuple[Action, ...]  # the fault timeline, sorted by at_s (stable)
     params: dict[str, Any] = field(default_factory=dict)  # validated protocol params
+    derived: dict[str, str] = field(default_factory=dict)  # param -> why: set from the topology (derive hook)
     placement: dict[str, Any] = field(default_factory=dict)
     point: dict[str, Any] = field(default_factory=dict)  # the sweep point this plan is for
     repeat_index: int = 0
@@ -188,6 +189,7 @@ class Plan:
             "links": {k: v.to_dict() for k, v in self.links.items()},
             "actions": [a.to_dict() for a in self.actions],
             "params": self.params,
+            **({"derived": self.derived} if self.derived else {}),
             "placement": self.placement,
             "point": self.point,
             "repeat_index": self.repeat_index,
@@ -207,6 +209,7 @@ class Plan:
             links={k: LinkSpec.from_dict(v) for k, v in d["links"].items()},
             actions=tuple(Action.from_dict(a) for a in d["actions"]),
             params=d.get("params", {}),
+            derived=d.get("derived", {}),
             placement=d.get("placement", {}),
             point=d.get("point", {}),
             repeat_index=d.get("repeat_index", 0),

@@ -21,7 +21,10 @@ class Params(StrictModel):
     ``buffer`` events, each held at most ``ttl``; late events notified tagged out-of-order).
     ``retry``: re-send unanswered timestamp/subscription requests after this long (0 = never).
     ``order``: total (Definition 1) or causal (Sec 4: one shared subscription suffices).
-    ``ens_settle``: how long after sending an ENS subscription it counts as active.
+    ``ens_settle``: how long after sending an ENS subscription it counts as active. Left out, it
+    is derived from the topology (``derive``): what an ENS subscription needs to become active
+    at every broker (``ens_propagation_s`` + ``ENS_SETTLE_MARGIN_S``), rounded up to 0.1 s, and
+    never below ``ENS_SETTLE_FLOOR_S``; written too short, it is an error (``check``).
     ``diffuse``: publish timestamped events on the ENS (false: timestamping only; no subscription
     dummies either, since no event reaches a subscriber).
     ``log_notify``: log every notification (needed by the TNO/completeness checks).
@@ -105,6 +108,7 @@ BUILDS_ON = ("pubsub",)  # its nodes reuse the pub/sub core (its events appear i
 
 
 ENS_SETTLE_MARGIN_S = 0.1  # processing on the way, on top of the links' worst delays
+ENS_SETTLE_FLOOR_S = 0.3  # the default ens_settle where the links need less (a LAN)
 
 
 def ens_propagation_s(topology) -> tuple[float, list[str]]:
@@ -148,6 +152,30 @@ def ens_propagation_s(topology) -> tuple[float, list[str]]:
     return 2 * best, ends
 
 
+def _ens_settle_need(topology) -> tuple[float, list[str]]:
+    need, ends = ens_propagation_s(topology)
+    return need + ENS_SETTLE_MARGIN_S, ends
+
+
+def _round_up(x: float) -> float:
+    return -(-round(x * 1e6) // 100_000) / 10  # up to 0.1 s (a float's noise is not a step)
+
+
+def derive(topology) -> dict:
+    """Defaults that depend on the topology: ``ens_settle`` (with a reliable ENS that diffuses
+    events) covers an ENS subscription's propagation over this topology's links."""
+    params = topology.protocol_params
+    if params is None or params.ens != "reliable" or not params.diffuse:
+        return {}
+    need, ends = _ens_settle_need(topology)
+    value = max(ENS_SETTLE_FLOOR_S, _round_up(need))
+    why = (f"an ENS subscription needs {need:.3f}s to become active at every broker (advertisement "
+           f"out and subscription back along {ends[0]}..{ends[1]}, plus {ENS_SETTLE_MARGIN_S:g}s), "
+           f"rounded up to 0.1s, at least {ENS_SETTLE_FLOOR_S:g}s") if ends else \
+          f"one broker: the floor {ENS_SETTLE_FLOOR_S:g}s"
+    return {"ens_settle": (value, why)}
+
+
 def check(topology) -> list:
     """Topic-manager servers and explicit assignments must name nodes of the topology; with a
     reliable ENS, ``ens_settle`` must cover an ENS subscription's propagation (issue #11: a
@@ -168,15 +196,16 @@ def check(topology) -> list:
     params = topology.protocol_params
     if problems or params is None or params.ens != "reliable" or not params.diffuse:
         return problems
-    need, ends = ens_propagation_s(topology)
-    need += ENS_SETTLE_MARGIN_S
+    if "ens_settle" not in params.model_fields_set:
+        return problems  # left out: derived from the topology (derive), long enough by construction
+    need, ends = _ens_settle_need(topology)
     if params.ens_settle < need:
         problems.append(topology.problem(
             ("params", "ens_settle"),
             f"ens_settle {params.ens_settle:g}s is shorter than an ENS subscription may need to "
             f"become active at every broker ({need:.3f}s: advertisement out and subscription back "
             f"along {ends[0]}..{ends[1]}, plus {ENS_SETTLE_MARGIN_S:g}s); set "
-            f"params.ens_settle to at least {-(-need * 10 // 1) / 10:g}s"))
+            f"params.ens_settle to at least {_round_up(need):g}s (or leave it out: it is then derived)"))
     return problems
 
 

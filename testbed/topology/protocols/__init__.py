@@ -29,6 +29,11 @@ module its package names as ``TOPOLOGY``. The names come from the protocol regis
 ``graph_hints``   optional ``graph_hints(plan) -> GraphHints``: what ``testbed graph`` adds for
                   this protocol (an extra label line per node, nodes boxed in groups inside
                   their site, several links between two groups drawn as one bundle).
+``derive``        optional ``derive(topology) -> {param: (value, why)}``: defaults that depend on
+                  the topology (e.g. a timing that must cover its links' delays). Applied to the
+                  ``params`` the file leaves out (never over a value the user wrote); the plan
+                  keeps ``why`` (``Plan.derived``) and ``validate`` shows it. It runs on a valid
+                  topology only, like ``check``.
 ``check``         optional ``check(topology) -> list[Problem]`` for rules the
                   models cannot express; it runs only when the rest of the file
                   is valid. Build problems with ``topology.problem(keys, msg)``
