@@ -149,6 +149,24 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
     return "\n".join(L) + "\n"
 
 
+def coverage_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a page covers: per paper, its scale, figures, when it was reproduced and how long it
+    took (a page may mix an hour-old reproduction of one paper with a fresh one of another)."""
+    return [{"paper": r["paper"], "scale": r.get("scale"), "figures": r.get("figures") or [],
+             "reproduced": r.get("created") or "unknown", "wall_s": (r.get("timings") or {}).get("total_s"),
+             "points_filter": r.get("points_filter") or {}} for r in results]
+
+
+def _coverage_md(results: list[dict[str, Any]]) -> list[str]:
+    L = ["| paper | scale | figures | reproduced (UTC) | wall time |", "|---|---|---|---|---|"]
+    for c in coverage_rows(results):
+        flt = f" (points {json.dumps(c['points_filter'])})" if c["points_filter"] else ""
+        wall = f"{c['wall_s']:.0f} s" if isinstance(c["wall_s"], (int, float)) else "-"
+        L.append(f"| {c['paper']} | {c['scale']} | {', '.join(map(str, c['figures']))}{_cell(flt)} | "
+                 f"{c['reproduced']} | {wall} |")
+    return L + ["", "Paths are relative to this directory.", ""]
+
+
 def write_markdown(out_dir: Path, results: list[dict[str, Any]]) -> Path:
     L = ["# Reproductions", "",
          f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `testbed reproduce`. "
@@ -156,7 +174,8 @@ def write_markdown(out_dir: Path, results: list[dict[str, Any]]) -> Path:
          "tolerance; `shape` = holds on every seed; `comparison` = the difference of the means exceeds the "
          "seeds' spread (sum of the sample standard deviations) on >= 3 seeds; `information` = a number set by "
          "the paper's hardware, reported and never judged. The same page with the figures embedded: "
-         "`index.html`.", ""]
+         "`index.html`.", "", "This page covers:", ""]
+    L += _coverage_md(results)
     for r in results:
         L.append(paper_markdown(r, link_prefix=f"{r['paper']}/", level=2))
     p = Path(out_dir) / "REPORT.md"
@@ -271,12 +290,25 @@ def _ref_text(x: dict[str, Any]) -> str:
     return s + (f": {x['note']}" if x.get("note") else "")
 
 
+def _coverage_html(results: list[dict[str, Any]]) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>{e(c['paper'])}</td><td>{e(str(c['scale']))}</td><td>{e(', '.join(map(str, c['figures'])))}"
+        + (f" (points {e(json.dumps(c['points_filter']))})" if c["points_filter"] else "")
+        + f"</td><td>{e(c['reproduced'])}</td><td>"
+        + (f"{c['wall_s']:.0f} s" if isinstance(c["wall_s"], (int, float)) else "-") + "</td></tr>"
+        for c in coverage_rows(results))
+    return ("<p>This page covers:</p><table class='coverage'><tr><th>paper</th><th>scale</th><th>figures</th>"
+            f"<th>reproduced (UTC)</th><th>wall time</th></tr>{rows}</table>"
+            "<p><small>Paths are relative to this page's directory.</small></p>")
+
+
 def write_html(out_dir: Path, results: list[dict[str, Any]]) -> Path:
     body = "\n".join(paper_html(out_dir, r) for r in results)
     toc = " · ".join(f"<a href='#{html.escape(r['paper'])}'>{html.escape(r['paper'])}</a>" for r in results)
     page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>testbed reproductions</title>"
             f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>"
-            f"<h1>Reproductions</h1><p>{toc}</p>"
+            f"<h1>Reproductions</h1><p>{toc}</p>{_coverage_html(results)}"
             "<p>Verdicts: <b>value</b> = mean over the seeds inside the tolerance; <b>shape</b> = holds on every "
             "seed; <b>comparison</b> = difference of the means exceeds the seeds' spread, on at least 3 seeds; "
             "<b>information</b> = set by the paper's hardware, never judged. Markers labelled “paper” on a figure "

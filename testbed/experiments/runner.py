@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -539,6 +540,27 @@ def _explained(paper: Paper, c: Claim) -> dict[str, Any]:
     return d
 
 
+def relative_paths(obj: Any, base: Path) -> Any:
+    """``obj`` (JSON-like) with every string that is an absolute path of an existing file or
+    directory made relative to ``base`` (keys too); other strings are left as they are."""
+    root = Path(base).resolve()
+
+    def fix(s: str) -> str:
+        if s.startswith(os.sep) and "\n" not in s and len(s) < 4096:
+            try:
+                if Path(s).exists():
+                    return os.path.relpath(s, root)
+            except OSError:
+                pass
+        return s
+
+    if isinstance(obj, dict):
+        return {(fix(k) if isinstance(k, str) else k): relative_paths(v, base) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [relative_paths(v, base) for v in obj]
+    return fix(obj) if isinstance(obj, str) else obj
+
+
 def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *,
                     runs_dir: str | None = None, provider: str | None = None,
                     progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
@@ -592,6 +614,9 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     }
     from testbed.experiments.claims import _json
 
+    # no path of this machine in what is written: run directories relative to the reproduction
+    # directory (where REPORT.md is), so a reproduction moved or shipped with its runs still reads
+    result = relative_paths(_json(result), Path(out_dir))
     (out / "result.json").write_text(json.dumps(_json(result), indent=1, default=str))
     (out / "claims.json").write_text(json.dumps(_json(result["claims"]), indent=1))
     (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))

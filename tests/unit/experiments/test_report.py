@@ -89,3 +89,60 @@ def test_a_failed_claim_says_why_or_that_it_is_not_explained(tmp_path):
     assert "a above b* (" not in text
     html = page.read_text()
     assert "<ul class='why'>" in html and f"<strong>{report.NOT_EXPLAINED.replace(chr(39), '&#x27;')}</strong>" in html
+
+
+def test_the_pages_say_which_papers_they_cover_and_when(tmp_path):
+    _write(tmp_path, [])
+    q = json.loads((tmp_path / "p" / "result.json").read_text())
+    q.update(paper="q", title="Paper Q", created="2026-11-27T01:00:00Z", scale="paper", figures=[5, 6],
+             timings={"total_s": 3600.0})
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "result.json").write_text(json.dumps(q))
+    p = json.loads((tmp_path / "p" / "result.json").read_text())
+    p["created"] = "2026-11-27T03:00:00Z"
+    (tmp_path / "p" / "result.json").write_text(json.dumps(p))
+    md, page = report.write_all(tmp_path)
+    text = md.read_text()
+    assert "| p | quick | 3 | 2026-11-27T03:00:00Z | 12 s |" in text
+    assert "| q | paper | 5, 6 | 2026-11-27T01:00:00Z | 3600 s |" in text
+    html = page.read_text()
+    assert "<td>q</td><td>paper</td><td>5, 6</td><td>2026-11-27T01:00:00Z</td><td>3600 s</td>" in html
+
+
+def test_relative_paths_leave_no_path_of_this_machine(tmp_path):
+    from testbed.experiments.runner import relative_paths
+
+    runs = tmp_path / "runs" / "reproduce-p-quick" / "r1"
+    runs.mkdir(parents=True)
+    out = tmp_path / "reproductions"
+    out.mkdir()
+    doc = {"runs": [{"run": str(runs)}], "checks": [{"run_dir": str(runs), "check": "x"}],
+           "numbers": {str(runs): 1, "text": "/not/a/path/here", "n": 3}}
+    got = relative_paths(doc, out)
+    assert got["runs"][0]["run"] == "../runs/reproduce-p-quick/r1"
+    assert got["checks"][0]["run_dir"] == "../runs/reproduce-p-quick/r1"
+    assert got["numbers"] == {"../runs/reproduce-p-quick/r1": 1, "text": "/not/a/path/here", "n": 3}
+    assert str(tmp_path) not in json.dumps(got)
+
+
+def test_the_run_index_stores_runs_relative_to_itself(tmp_path):
+    from testbed.experiments.index import RunIndex
+
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    idx = RunIndex(tmp_path / "out" / "p" / "index-quick.json")
+    idx.put("k", {"run": str(run), "row": {"sample": {"run": str(run)}, "probes": [{"run": str(run)}]}})
+    stored = (tmp_path / "out" / "p" / "index-quick.json").read_text()
+    assert str(tmp_path) not in stored and "../../runs/r1" in stored
+    again = RunIndex(tmp_path / "out" / "p" / "index-quick.json").get("k")
+    assert again["run"] == str(run) and again["row"]["probes"][0]["run"] == str(run)
+    # moved with its runs beside it: still found
+    import shutil
+
+    shutil.move(str(tmp_path / "out"), str(tmp_path / "moved" / "out"))
+    shutil.move(str(tmp_path / "runs"), str(tmp_path / "moved" / "runs"))
+    moved = RunIndex(tmp_path / "moved" / "out" / "p" / "index-quick.json").get("k")
+    assert moved["run"] == str(tmp_path / "moved" / "runs" / "r1")
+    # an index written before (absolute paths) reads as it is
+    (tmp_path / "old.json").write_text(json.dumps({"k": {"run": "/abs/run"}}))
+    assert RunIndex(tmp_path / "old.json").get("k")["run"] == "/abs/run"
