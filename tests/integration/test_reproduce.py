@@ -112,6 +112,23 @@ def test_report_has_figures_claims_checks_and_runs(tiny):
     assert (out / "tiny" / "figures" / "fig1.png").stat().st_size > 1000
 
 
+
+@pytest.mark.slow
+def test_no_path_of_this_machine_in_the_reproduction(tiny):
+    """REPORT.md, index.html, result.json and the run index name runs relative to the reproduction
+    (issue #34): a reproduction can be moved, archived or shipped and still read."""
+    out = tiny["tmp"] / "out"
+    files = [out / "REPORT.md", out / "index.html", out / "tiny" / "result.json", out / "tiny" / "report.md",
+             out / "tiny" / "index-quick.json"]
+    for f in files:
+        text = f.read_text()
+        assert str(ROOT) not in text and str(tiny["tmp"]) not in text, f
+    md = (out / "REPORT.md").read_text()
+    assert "../runs/reproduce-tiny-quick/" in md and "| tiny | quick | 1 |" in md
+    runs = [x["run"] for x in json.loads((out / "tiny" / "result.json").read_text())["runs"]]
+    assert runs and all((out / r / "manifest.json").is_file() for r in runs)  # relative to out, and there
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 def test_page_opens_in_headless_chromium_with_every_figure_decoded(tiny):
