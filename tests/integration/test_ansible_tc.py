@@ -1,4 +1,4 @@
-"""playbooks/links.yml for real: ansible-playbook (local connection, as root) in a fresh network
+"""testbed/providers/ansible/playbooks/links.yml for real: ansible-playbook (local connection, as root) in a fresh network
 namespace, applying the tc argument lists the ansible provider renders for its kernel link
 emulation path, twice (idempotent), then the teardown lists.
 

@@ -160,6 +160,7 @@ def test_the_wheel_holds_every_papers_topologies_and_the_whole_package(wheel):
     missing = sorted(_topology_files(CHECKOUT) - names)
     assert not missing, f"topology files of the checkout not in the wheel: {missing}"
     assert "testbed/protocols/ordering/topologies/liveness/three-sites.yaml" in names  # nested folders too
+    assert "testbed/providers/ansible/playbooks/start.yml" in names  # --provider ansible from a wheel
     in_src = _package_files(wheel["src"])
     assert not sorted(in_src - names), f"files of testbed/ not in the wheel: {sorted(in_src - names)}"
     extra = sorted(n for n in names if n.startswith("testbed/") and n not in in_src)

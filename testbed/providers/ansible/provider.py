@@ -1,7 +1,7 @@
 """Provider ``ansible``: a topology's processes across many real hosts over SSH.
 
 Every plan host that runs processes needs ``address`` (and usually ``user`` and ``key``).
-``up`` runs the playbooks in ``playbooks/`` through :func:`~.runner.run_playbook`:
+``up`` runs the playbooks in ``testbed/providers/ansible/playbooks/`` through :func:`~.runner.run_playbook`:
 
 1. ``prepare``  -- installs what is missing with apt (python3; python3-venv; iproute2 when kernel
    link emulation may be used; docker.io for ``runtime: docker``) when the user is root or the

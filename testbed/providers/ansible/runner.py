@@ -1,6 +1,6 @@
 """One helper that runs a playbook through ansible-runner: typed errors, per-task progress.
 
-``run_playbook(name, inventory, extravars, progress)`` runs ``playbooks/<name>.yml`` with a
+``run_playbook(name, inventory, extravars, progress)`` runs ``testbed/providers/ansible/playbooks/<name>.yml`` with a
 private data directory in a fresh temporary directory (never inside a run directory; it is
 deleted afterwards, artifacts included). Per-task progress lines go to ``progress``; the
 results of tasks whose name starts with ``report`` are kept per host (their ``stdout`` parsed
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from testbed.errors import ProviderError
 
-PLAYBOOKS = Path(__file__).resolve().parents[3] / "playbooks"
+PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"  # package data: in the wheel too
 KNOWN_HOSTS_ENV = "TESTBED_KNOWN_HOSTS"
 Progress = Callable[[str], None]
 
@@ -97,7 +97,7 @@ def _message(res: dict[str, Any]) -> str:
 
 def run_playbook(name: str, inventory: str, extravars: dict[str, Any], progress: Progress,
                  *, timeout: int = 600, forks: int = 20) -> PlaybookResult:
-    """Run ``playbooks/<name>.yml``; raise HostsUnreachable / PlaybookError naming the hosts."""
+    """Run ``testbed/providers/ansible/playbooks/<name>.yml``; raise HostsUnreachable / PlaybookError naming the hosts."""
     try:
         import ansible_runner
     except ImportError:

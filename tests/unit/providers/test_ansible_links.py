@@ -1,5 +1,5 @@
 """Kernel link emulation of the ansible provider (pure): the choice, the per-host tc argument
-lists rendered into the inventory for playbooks/links.yml, and the prepare check of the host
+lists rendered into the inventory for testbed/providers/ansible/playbooks/links.yml, and the prepare check of the host
 helper (real tbhost.py subprocess)."""
 
 from __future__ import annotations
