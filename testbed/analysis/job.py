@@ -80,7 +80,7 @@ def run_checks(ctx) -> Iterator[tuple[CheckResult, float]]:
     from testbed.analysis import runtime_checks
     from testbed.registry import checks_for
 
-    yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.CHECKS)
+    yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.checks_of(ctx.plan, ctx.manifest))
 
 
 def run_checks_of(ctx, checks: list) -> Iterator[tuple[CheckResult, float]]:
@@ -266,7 +266,7 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
             progress(f"analysis [{i + 1}/{len(ctxs)}]: {ctx.run_dir}")
             results: list[CheckResult] = []
             ctx.results.update(batch.shared.get(rid, {}))  # e.g. what the metrics' per-fault counts read
-            for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
+            for chk in checks_for(ctx.protocol) + runtime_checks.checks_of(ctx.plan, ctx.manifest):
                 name = BATCHED.get(chk)
                 if name is not None and name in batch.results[rid]:
                     r, dt = batch.results[rid][name], None
