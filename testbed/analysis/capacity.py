@@ -156,3 +156,59 @@ def cpu_series(plan: dict[str, Any], manifest: dict[str, Any], rows: list) -> di
                         "share": share if share is None or math.isfinite(share) else None})
         out[node] = pts
     return out
+
+
+def share_steps(plan: dict[str, Any], manifest: dict[str, Any], t0: float, t1: float) -> dict[str, list[tuple[float, float | None]]]:
+    """node -> [(t, share from t on)] over [t0, t1] for the limited or throttled nodes (a change at
+    its action's actual time)."""
+    base = limits(plan)
+    changes = share_changes(plan, manifest)
+    out = {}
+    for n in sorted(set(changes) | {n for n, v in base.items() if v is not None}):
+        steps = [(t0, base.get(n))] + [(a, share) for a, _, share in changes.get(n, []) if t0 < a < t1]
+        out[n] = steps + [(t1, steps[-1][1])]
+    return out
+
+
+def cpu_figure(series: dict[str, list[dict[str, Any]]], faults: list[dict[str, Any]], out,
+               max_unlimited: int = 4, steps: dict[str, list[tuple[float, float | None]]] | None = None):
+    """cpu.png: cores used per node over time (each limited node's share as a dashed step line
+    of its colour), the faults' actual windows shaded as in the fault timeline. The limited
+    nodes, and the ``max_unlimited`` busiest others for comparison. None without series."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    limited = [n for n, pts in series.items() if any(p["share"] is not None for p in pts)]
+    others = sorted((n for n in series if n not in limited and series[n]),
+                    key=lambda n: -max(p["cores"] for p in series[n]))[:max_unlimited]
+    nodes = limited + others
+    if not nodes:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, n in enumerate(nodes):
+        col = palette[i % len(palette)]
+        pts = series[n]
+        ax.plot([p["t_s"] for p in pts], [p["cores"] for p in pts], marker=".", linewidth=1.4, color=col,
+                label=f"{n} used" if n in limited else f"{n} used (no limit)")
+        if n in limited and steps and n in steps:
+            ax.step([t for t, _ in steps[n]], [v if v is not None else float("nan") for _, v in steps[n]],
+                    where="post", linestyle="--", linewidth=1.0, color=col, label=f"{n} share")
+    for i, f in enumerate(faults or []):
+        if f.get("actual"):
+            a0, a1 = f["actual"]
+            ax.axvspan(a0, max(a1, a0 + 0.1), color=palette[(i + 2) % len(palette)], alpha=0.12)
+            ax.text(a0, 0, f" #{f['fault']} {'/'.join(dict.fromkeys(f['ops']))}",
+                    fontsize=8, va="bottom", color=palette[(i + 2) % len(palette)])
+    ax.set_xlabel("time since workload start (s)")
+    ax.set_ylabel("CPU used (cores, between 1 s samples)")
+    ax.set_title("CPU use per node against its share (dashed), fault windows shaded")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right", ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

@@ -182,6 +182,15 @@ def _outputs(ctx, rep, results: list, metrics: dict[str, Any], progress: Progres
     tl = fault_timeline(metrics, out / "figures" / "fault_timeline.png", plan.get("duration_s"))
     if tl is not None:
         figs.append(tl)
+    from testbed.analysis import capacity, runtime_checks
+
+    if capacity.check_cpu_share in runtime_checks.checks_of(plan, manifest):  # a limit or a throttle
+        series = capacity.cpu_series(plan, manifest, capacity.cpu_rows(ctx))
+        ts = [p["t_s"] for pts in series.values() for p in pts] or [0.0]
+        cpu = capacity.cpu_figure(series, metrics.get("faults") or [], out / "figures" / "cpu.png",
+                                  steps=capacity.share_steps(plan, manifest, min(ts), max(ts)))
+        if cpu is not None:
+            figs.append(cpu)
     progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
 
     checks_d = [r.to_dict() for r in results]

@@ -34,7 +34,9 @@ from pathlib import Path
 
 from testbed.errors import ProviderError
 from testbed.providers.hostside import procs
+from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Plan
+from testbed.topology.units import format_memory
 
 PARENT = "testbed"
 PERIOD_US = 100_000  # the CFS period: a share of 0.2 core is 20 ms of CPU per 100 ms
@@ -317,3 +319,88 @@ def remove_all() -> list[str]:
                 _remove_tree(d, deadline)
                 removed.append(str(d))
     return removed
+
+
+def stats(run_id: str, nodes: dict[str, str]) -> dict[str, dict[str, float]]:
+    """{process: {nr_periods, nr_throttled, throttled_s, oom_kill}} from the run's cgroups (the
+    kernel's own counts: whether a limit bound, and how often), for the processes that have one.
+    ``nodes``: process -> host."""
+    out: dict[str, dict[str, float]] = {}
+    for node, host in nodes.items():
+        dirs = node_dirs(run_id, host, node)
+        if not dirs:
+            continue
+        d: dict[str, float] = {}
+        if "cpu" in dirs and (dirs["cpu"] / "cpu.stat").exists():
+            for line in (dirs["cpu"] / "cpu.stat").read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k in ("nr_periods", "nr_throttled"):
+                    d[k] = int(v)
+                elif k == "throttled_time":  # v1: ns
+                    d["throttled_s"] = int(v) / 1e9
+                elif k == "throttled_usec":  # v2
+                    d["throttled_s"] = int(v) / 1e6
+        if "memory" in dirs:
+            d["oom_kill"] = oom_kills(run_id, host, node)
+        out[node] = d
+    return out
+
+
+def oom_entries(stats_: dict[str, dict[str, float]], last_t_s: dict[str, float | None],
+                memory: dict[str, int | None], duration_s: float) -> list[dict]:
+    """Timeline entries (crashes) for the processes the kernel's OOM killer killed. Pure.
+
+    The time of a kill is not observed: it is the node's last log line (the process logged
+    until then; at most the log's flush interval before its death); ``planned_s`` is the same
+    (nothing planned it). Fault indices from 2000 (the file's faults are < 1000, injected ones
+    from 1000)."""
+    out = []
+    for i, node in enumerate(sorted(n for n, s in stats_.items() if s.get("oom_kill"))):
+        t = last_t_s.get(node)
+        t = 0.0 if t is None else max(0.0, t)
+        out.append({"fault": 2000 + i, "op": "crash", "target": [node], "groups": [],
+                    "planned_s": t, "actual_s": t, "done_s": t, "status": "done",
+                    "error": None, "window": [t, duration_s], "oom": True,
+                    "source": f"OOM kill under the memory limit {format_memory(memory.get(node))} "
+                              f"({int(stats_[node]['oom_kill'])} kill(s) in its cgroup)"})
+    return out
+
+
+def _last_t_s(path: Path, t0_wall_ns: int | None) -> float | None:
+    """Seconds from the workload start of the last complete line of a node's log."""
+    if t0_wall_ns is None or not path.exists():
+        return None
+    import json
+
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 65536))
+        tail = f.read().splitlines()
+    for line in reversed(tail):
+        try:
+            return (int(json.loads(line)["t"]) - int(t0_wall_ns)) / 1e9
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def record(run: RunDir) -> None:
+    """Before the cgroups go: their counts into the manifest (``cgroup_stats``), and an OOM kill
+    of a process as a crash in the timeline (``oom_entries``)."""
+    if not run_dirs(detect(), run.run_id) or not any(d.is_dir() for d in run_dirs(detect(), run.run_id)):
+        return
+    try:
+        plan = run.plan()
+    except Exception:  # noqa: BLE001 - a killed `up` may not have written the plan: nothing to record
+        return
+    st = stats(run.run_id, {n: p.host for n, p in plan.nodes.items()})
+    if not st:
+        return
+    t0 = run.manifest.get("t0_wall_ns")
+    last = {n: _last_t_s(run.logs_dir / f"{n}.jsonl", t0) for n, s in st.items() if s.get("oom_kill")}
+    entries = oom_entries(st, last, {n: p.memory_bytes for n, p in plan.nodes.items()}, plan.duration_s)
+
+    def update(m: dict) -> None:
+        m["cgroup_stats"] = st
+        if entries:
+            m["timeline"] = [e for e in m.get("timeline") or [] if not e.get("oom")] + entries
+    run.modify_manifest(update)

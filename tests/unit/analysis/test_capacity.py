@@ -80,3 +80,14 @@ def test_checks_of_adds_cpu_share_only_when_limited() -> None:
 def test_cpu_series() -> None:
     s = C.cpu_series(plan(b1=0.2), {}, lines("b1", [0.1, 0.2]))
     assert s == {"b1": [{"t_s": 0.5, "cores": 0.1, "share": 0.2}, {"t_s": 1.5, "cores": 0.2, "share": 0.2}]}
+
+
+def test_share_steps_and_figure(tmp_path) -> None:
+    manifest = {"timeline": [throttle("b1", 2.0, 0.1), throttle("b1", 4.0, 0.5, op="unthrottle")]}
+    steps = C.share_steps(plan(b1=0.5, b2=None), manifest, 0.0, 9.0)
+    assert steps == {"b1": [(0.0, 0.5), (2.0, 0.1), (4.0, 0.5), (9.0, 0.5)]}
+    series = C.cpu_series(plan(b1=0.5, b2=None), manifest, lines("b1", [0.4] * 8) + lines("b2", [0.9] * 8))
+    out = C.cpu_figure(series, [{"fault": 0, "ops": ["throttle"], "actual": [2.0, 4.0]}], tmp_path / "cpu.png",
+                       steps=steps)
+    assert out.stat().st_size > 10_000
+    assert C.cpu_figure({}, [], tmp_path / "none.png") is None
