@@ -34,9 +34,9 @@ from pathlib import Path
 
 from testbed.errors import ProviderError
 from testbed.providers.hostside import procs
+from testbed.runs.oom import last_log_t_s, oom_timeline_entries
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Plan
-from testbed.topology.units import format_memory
 
 PARENT = "testbed"
 PERIOD_US = 100_000  # the CFS period: a share of 0.2 core is 20 ms of CPU per 100 ms
@@ -346,46 +346,9 @@ def stats(run_id: str, nodes: dict[str, str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def oom_entries(stats_: dict[str, dict[str, float]], last_t_s: dict[str, float | None],
-                memory: dict[str, int | None], duration_s: float) -> list[dict]:
-    """Timeline entries (crashes) for the processes the kernel's OOM killer killed. Pure.
-
-    The time of a kill is not observed: it is the node's last log line (the process logged
-    until then; at most the log's flush interval before its death); ``planned_s`` is the same
-    (nothing planned it). Fault indices from 2000 (the file's faults are < 1000, injected ones
-    from 1000)."""
-    out = []
-    for i, node in enumerate(sorted(n for n, s in stats_.items() if s.get("oom_kill"))):
-        t = last_t_s.get(node)
-        t = 0.0 if t is None else max(0.0, t)
-        out.append({"fault": 2000 + i, "op": "crash", "target": [node], "groups": [],
-                    "planned_s": t, "actual_s": t, "done_s": t, "status": "done",
-                    "error": None, "window": [t, duration_s], "oom": True,
-                    "source": f"OOM kill under the memory limit {format_memory(memory.get(node))} "
-                              f"({int(stats_[node]['oom_kill'])} kill(s) in its cgroup)"})
-    return out
-
-
-def _last_t_s(path: Path, t0_wall_ns: int | None) -> float | None:
-    """Seconds from the workload start of the last complete line of a node's log."""
-    if t0_wall_ns is None or not path.exists():
-        return None
-    import json
-
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - 65536))
-        tail = f.read().splitlines()
-    for line in reversed(tail):
-        try:
-            return (int(json.loads(line)["t"]) - int(t0_wall_ns)) / 1e9
-        except (ValueError, KeyError, TypeError):
-            continue
-    return None
-
-
 def record(run: RunDir) -> None:
     """Before the cgroups go: their counts into the manifest (``cgroup_stats``), and an OOM kill
-    of a process as a crash in the timeline (``oom_entries``)."""
+    of a process as a crash in the timeline (``testbed.runs.oom``)."""
     if not run_dirs(detect(), run.run_id) or not any(d.is_dir() for d in run_dirs(detect(), run.run_id)):
         return
     try:
@@ -396,8 +359,8 @@ def record(run: RunDir) -> None:
     if not st:
         return
     t0 = run.manifest.get("t0_wall_ns")
-    last = {n: _last_t_s(run.logs_dir / f"{n}.jsonl", t0) for n, s in st.items() if s.get("oom_kill")}
-    entries = oom_entries(st, last, {n: p.memory_bytes for n, p in plan.nodes.items()}, plan.duration_s)
+    last = {n: last_log_t_s(run.logs_dir / f"{n}.jsonl", t0) for n, s in st.items() if s.get("oom_kill")}
+    entries = oom_timeline_entries(st, last, {n: p.memory_bytes for n, p in plan.nodes.items()}, plan.duration_s)
 
     def update(m: dict) -> None:
         m["cgroup_stats"] = st
