@@ -134,6 +134,33 @@ def _set_cpu(h: Hierarchy, d: Path, cores: float | None) -> None:
     _write(d / name, value)
 
 
+def _weigh(h: Hierarchy, tree: Path) -> None:
+    """Give every testbed cgroup above the processes the CPU weight of the processes below it.
+
+    Under CFS group scheduling a cgroup competes with its siblings as one entity of its weight
+    (v1 ``cpu.shares`` 1024, v2 ``cpu.weight`` 100: one task's): left alone, the ``testbed``
+    parent would get one task's part of a busy machine for all the nodes of every run. Weighted
+    by their process counts, limited nodes compete like the unlimited processes they would be."""
+    base = tree / PARENT
+    if not base.is_dir():
+        return
+    name, unit, top = ("cpu.weight", 100, 10_000) if h.version == 2 else ("cpu.shares", 1024, 262_144)
+
+    total = 0
+    for run in (p for p in base.iterdir() if p.is_dir()):
+        n_run = 0
+        for host in (p for p in run.iterdir() if p.is_dir()):
+            n = sum(1 for p in host.iterdir() if p.is_dir())
+            n_run += n
+            if (host / name).exists() and n:
+                _write(host / name, str(min(top, unit * n)))
+        if (run / name).exists() and n_run:
+            _write(run / name, str(min(top, unit * n_run)))
+        total += n_run
+    if (base / name).exists():
+        _write(base / name, str(min(top, unit * max(1, total))))
+
+
 def _set_memory(h: Hierarchy, d: Path, nbytes: int | None) -> None:
     if h.version == 2:
         _write(d / "memory.max", "max" if nbytes is None else str(nbytes))
@@ -210,6 +237,8 @@ def setup(plan: Plan, run_id: str) -> dict[str, list[str]]:
                 procs_file = str(nd / "cgroup.procs")
                 if procs_file not in out[name]:
                     out[name].append(procs_file)
+            if what == "cpu":
+                _weigh(h, tree)
     except OSError as e:
         remove_run(run_id)
         what = "cpu" if need_cpu else "memory"
@@ -301,10 +330,16 @@ def remove_run(run_id: str) -> list[str]:
     """Remove a run's cgroups (and kill anything still in them). -> the removed paths."""
     removed = []
     deadline = time.monotonic() + 10.0
-    for d in run_dirs(detect(), run_id):
+    h = detect()
+    for d in run_dirs(h, run_id):
         if d.is_dir():
             _remove_tree(d, deadline)
             removed.append(str(d))
+    if removed and h.cpu is not None:
+        try:
+            _weigh(h, h.cpu)
+        except OSError:
+            pass  # another run's cgroups changed meanwhile: its own setup weighs again
     return removed
 
 

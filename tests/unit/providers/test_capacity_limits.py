@@ -121,3 +121,31 @@ def test_oom_entries_are_crashes() -> None:
     assert [(x["op"], x["target"], x["actual_s"], x["window"], x["fault"]) for x in e] == \
         [("crash", ["b1"], 4.5, [4.5, 12.0], 2000)]
     assert e[0]["source"].startswith("OOM kill under the memory limit 48M")
+
+
+def test_parents_weigh_as_many_tasks_as_they_hold(tmp_path, monkeypatch) -> None:
+    """Each testbed cgroup above the processes competes with the weight of its processes (not of
+    one task): v1 cpu.shares 1024 per process, v2 cpu.weight 100."""
+    fake_v1(tmp_path)
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    base = tmp_path / "cpu" / "testbed"
+    base.mkdir()
+    (base / "cpu.shares").write_text("1024")
+
+    def made(d: Path) -> None:  # the kernel's files in a new cgroup
+        (d / "cpu.shares").write_text("1024")
+
+    orig = Path.mkdir
+
+    def mkdir(self, *a, **kw):
+        orig(self, *a, **kw)
+        if "cpu" in self.parts and "testbed" in self.parts:
+            made(self)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    cgroups.setup(plan(b1_cpu=0.2), "run-a")  # 2 processes on h1
+    cgroups.setup(plan(b1_cpu=0.3), "run-b")
+    assert (base / "cpu.shares").read_text() == str(4 * 1024)
+    assert (base / "run-a" / "cpu.shares").read_text() == str(2 * 1024)
+    assert (base / "run-a" / "h1" / "cpu.shares").read_text() == str(2 * 1024)
+    assert (base / "run-a" / "h1" / "b1" / "cpu.shares").read_text() == "1024"
