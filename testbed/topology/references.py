@@ -310,6 +310,12 @@ def _check_faults(topo, sites, processes, problem, suggest) -> None:
                                               "throttle windows of one node may not overlap")
                 continue
             throttled.setdefault(target, []).append((at, stop, i))
+            node = (topo.nodes or {}).get(target)
+            host = _host_of(node, topo.hosts or {}) if node is not None else None
+            cap = getattr((topo.hosts or {}).get(host), "cpu", None) if host else None
+            if cap is not None and f.cpu is not None and f.cpu > cap + 1e-9:
+                problem(base + ("cpu",), f"cpu {f.cpu:g} is more than the host '{host}' of '{target}' has "
+                                         f"(hosts.{host}.cpu: {cap:g})")
         elif kind == "set_link":
             _check_selector(f.set_link, base + ("set_link",), sites, processes, problem, suggest)
             if not f.set_link.overrides():

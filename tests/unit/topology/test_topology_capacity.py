@@ -119,3 +119,9 @@ def test_inject_throttle(tmp_path) -> None:
     plan = expand(load(write(tmp_path, with_hosts())))
     acts = actions_for("{throttle: b2, cpu: 0.1, for: 5s}", plan, now_s=4.0, index=7)
     assert [(a.at_s, a.op, a.cpu, a.fault) for a in acts] == [(4.0, "throttle", 0.1, 7), (9.0, "unthrottle", 1.0, 7)]
+
+
+def test_throttle_above_the_host_cpu_is_refused(tmp_path) -> None:
+    text = with_hosts().replace("faults: []", "faults:\n  - {at: 2s, throttle: b1, cpu: 2, for: 1s}")
+    err = one_error(tmp_path, text)
+    assert err.split(":", 2)[2].strip() == "faults[0].cpu: cpu 2 is more than the host 'h1' of 'b1' has (hosts.h1.cpu: 1)"
