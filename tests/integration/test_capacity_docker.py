@@ -75,3 +75,14 @@ def test_host_limit_over_several_containers_is_refused(runs_dir, tmp_path, engin
         api.run(str(topo), runs_dir=str(runs_dir), provider="docker", analyze=False)
     assert str(ei.value).startswith("hosts.h1.cpu: the docker provider limits each container, not a host's 4 "
                                     "processes together"), str(ei.value)
+
+
+def test_oom_killed_container_is_a_crash_in_the_timeline(runs_dir, tmp_path, engine):
+    """As the local provider's test: b1 stalled under load holds every message until its 48M
+    limit; the engine reports the container OOMKilled, the run records a crash of b1."""
+    topo = topology(tmp_path, "dockoom", duration="12s", rate=4000, memory="48M",
+                    faults="  - {at: 1s, stall: b1, for: 10s}")
+    (rd,) = api.run(str(topo), runs_dir=str(runs_dir), provider="docker", analyze=False)
+    oom = [e for e in rd.manifest["timeline"] if e.get("oom")]
+    assert [(e["op"], e["target"], e["status"]) for e in oom] == [("crash", ["b1"], "done")], rd.manifest["timeline"]
+    assert 1.0 <= oom[0]["actual_s"] <= 12.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]
