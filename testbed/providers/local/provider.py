@@ -290,7 +290,10 @@ class LocalProvider(Provider):
             if live:
                 raise ProviderError(f"processes survived SIGKILL: {live}")
         progress(f"stopped {len(pids)} node processes" if pids else "no node process was running")
-        cgroups.record(run)  # the kernel's throttle and OOM counts, before the cgroups go
+        try:
+            cgroups.record(run)  # the kernel's throttle and OOM counts, before the cgroups go
+        except OSError as e:  # never block the cleanup
+            progress(f"could not read the run's cgroup counts: {e}")
         if cgroups.remove_run(run.run_id):  # found by the run id: also after a killed up
             progress("removed the run's cgroups")
 
