@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--runs", type=int, metavar="N", help="cases to draw (default 10)")
     how.add_argument("--budget", metavar="TIME", help="draw cases until this much time is spent, e.g. 30m")
     sp.add_argument("--seed", type=int, help="the exploration's seed (default: drawn, and printed)")
-    sp.add_argument("--faults", metavar="KINDS", help="fault kinds to draw: crash,stall,pause,cut,partition,set_link "
-                                                      "(default all)")
+    sp.add_argument("--faults", metavar="KINDS", help="fault kinds to draw: crash,stall,pause,cut,partition,set_link,"
+                                                      "throttle (default all but throttle)")
     sp.add_argument("--vary", metavar="KINDS", help="topology variants: links,placement,attach,counts (default none)")
     sp.add_argument("--max-faults", type=int, default=4, metavar="N", help="faults per case: 1..N (default 4)")
     sp.add_argument("--shrink-runs", type=int, default=40, metavar="N", help="runs the shrinker may spend per "

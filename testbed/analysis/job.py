@@ -80,7 +80,7 @@ def run_checks(ctx) -> Iterator[tuple[CheckResult, float]]:
     from testbed.analysis import runtime_checks
     from testbed.registry import checks_for
 
-    yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.CHECKS)
+    yield from run_checks_of(ctx, checks_for(ctx.protocol) + runtime_checks.checks_of(ctx.plan, ctx.manifest))
 
 
 def run_checks_of(ctx, checks: list) -> Iterator[tuple[CheckResult, float]]:
@@ -182,6 +182,15 @@ def _outputs(ctx, rep, results: list, metrics: dict[str, Any], progress: Progres
     tl = fault_timeline(metrics, out / "figures" / "fault_timeline.png", plan.get("duration_s"))
     if tl is not None:
         figs.append(tl)
+    from testbed.analysis import capacity, runtime_checks
+
+    if capacity.check_cpu_share in runtime_checks.checks_of(plan, manifest):  # a limit or a throttle
+        series = capacity.cpu_series(plan, manifest, capacity.cpu_rows(ctx))
+        ts = [p["t_s"] for pts in series.values() for p in pts] or [0.0]
+        cpu = capacity.cpu_figure(series, metrics.get("faults") or [], out / "figures" / "cpu.png",
+                                  steps=capacity.share_steps(plan, manifest, min(ts), max(ts)))
+        if cpu is not None:
+            figs.append(cpu)
     progress(f"figures: {len(figs)} written to {out / 'figures'} ({time.monotonic() - t:.1f} s)")
 
     checks_d = [r.to_dict() for r in results]
@@ -266,7 +275,7 @@ def analyze_batch(run_dirs: list[str | Path], *, spark, progress: Progress = pri
             progress(f"analysis [{i + 1}/{len(ctxs)}]: {ctx.run_dir}")
             results: list[CheckResult] = []
             ctx.results.update(batch.shared.get(rid, {}))  # e.g. what the metrics' per-fault counts read
-            for chk in checks_for(ctx.protocol) + runtime_checks.CHECKS:
+            for chk in checks_for(ctx.protocol) + runtime_checks.checks_of(ctx.plan, ctx.manifest):
                 name = BATCHED.get(chk)
                 if name is not None and name in batch.results[rid]:
                     r, dt = batch.results[rid][name], None

@@ -71,6 +71,8 @@ def _figure(path: Path, caption: str) -> str:
 CAPTIONS = {
     "fault_timeline": "The fault schedule (one row per fault; filled: actual window, hatched: planned) "
                       "over the delivered and published rate.",
+    "cpu": "CPU used per node (cores, from the nodes' periodic cpu lines) against its share (dashed: its "
+           "cpu key, or a throttle in force), on the fault timeline's time axis.",
     "delivered_rate": "Delivered messages per second, fault windows shaded (actual) and hatched (planned).",
     "latency_cdf": "Delivery latency CDF per publisher site \u2192 subscriber site (clock-offset corrected).",
 }
@@ -126,6 +128,8 @@ def render_report_html(*, run_id: str, plan: dict[str, Any], manifest: dict[str,
     by_stem = {Path(f).stem: Path(f) for f in figures}
     if "fault_timeline" in by_stem:
         P.append(_figure(by_stem["fault_timeline"], CAPTIONS["fault_timeline"]))
+    if "cpu" in by_stem:  # beside the fault timeline: a throttle's effect lines up with its window
+        P.append(_figure(by_stem["cpu"], CAPTIONS["cpu"]))
     rows_a = action_rows(manifest, plan)
     if rows_a:
         rows = []
@@ -184,7 +188,7 @@ def render_report_html(*, run_id: str, plan: dict[str, Any], manifest: dict[str,
 
     # figures
     P.append('<h2 id="figures">Figures</h2>')
-    others = [f for f in figures if Path(f).stem != "fault_timeline"]
+    others = [f for f in figures if Path(f).stem not in ("fault_timeline", "cpu")]
     if others:
         for f in others:
             P.append(_figure(Path(f), CAPTIONS.get(Path(f).stem, Path(f).stem.replace("_", " "))))

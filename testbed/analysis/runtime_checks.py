@@ -36,7 +36,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "partition": ("partition", "restart"), "heal_partition": ("heal_partition",),
     "set_links": ("set_link", "restart"),
 }
-SILENCE_OPS = ("pause", "resume", "crash", "restart")
+SILENCE_OPS = ("pause", "resume", "crash", "restart", "throttle")  # a throttled node may log late
 
 
 # -- pure helpers (values in, values out) ---------------------------------------------------
@@ -135,6 +135,15 @@ def control_provenance_of(manifest: dict[str, Any], plan: dict[str, Any], change
 
 
 CHECKS = [check_control_provenance]
+
+
+def checks_of(plan: dict[str, Any], manifest: dict[str, Any]) -> list:
+    """The runtime's checks that apply to one run: ``CHECKS``, and ``cpu_share`` when a process
+    has a CPU limit or was throttled (docs/topology.md, Capacity)."""
+    from testbed.analysis import capacity
+
+    limited = any(v is not None for v in capacity.limits(plan).values()) or capacity.share_changes(plan, manifest)
+    return CHECKS + ([capacity.check_cpu_share] if limited else [])
 
 
 def rejected_summary(ctx: AnalysisContext) -> dict[str, Any]:

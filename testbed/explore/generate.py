@@ -20,7 +20,10 @@ Distributions (docs/explore.md repeats them):
   (``neighbors``) or a client group's link to one of its attach nodes (``close: true`` with
   probability 1/2); partition the sites into 2 groups (or, with one site, the nodes); set_link
   on an overlay link: delay uniform in [50 ms, 500 ms], jitter uniform in [0, delay/5];
-* one node is in at most one stall/pause/crash window at a time, a link in one cut window,
+  throttle a node (only with ``--faults ...,throttle``: not among the default kinds) to a share
+  uniform in [0.02, 0.2] cores on a 0.01 grid, at most its host's ``cpu``;
+* one node is in at most one stall/pause/crash window at a time (and one throttle window), a
+  link in one cut window,
   at most one partition at a time (0.2 s apart), so every schedule is one the format accepts.
 
 Variants (``--vary``), each drawn independently:
@@ -46,7 +49,9 @@ from typing import Any
 from testbed.errors import UsageError
 from testbed.topology.units import parse_time
 
-FAULT_KINDS = ("crash", "stall", "pause", "cut", "partition", "set_link")
+FAULT_KINDS = ("crash", "stall", "pause", "cut", "partition", "set_link")  # drawn by default
+ALL_FAULT_KINDS = FAULT_KINDS + ("throttle",)  # throttle only when asked for (--faults throttle)
+THROTTLE_CPU = (0.02, 0.2)  # cores a throttled node keeps (uniform, on a 0.01 grid)
 VARY_KINDS = ("links", "placement", "attach", "counts")
 
 START_S = 0.5  # no fault before this (the workload has just started)
@@ -86,6 +91,7 @@ class Fault:
     delay: float | None = None
     jitter: float | None = None
     restore: tuple[float, float] | None = None  # set_link: the pair's original (delay, jitter)
+    cpu: float | None = None  # throttle: the node's share during the window (cores)
 
     @property
     def end(self) -> float:
@@ -101,6 +107,8 @@ class Fault:
             return out
         if self.kind in ("stall", "pause"):
             return [{"at": at, self.kind: self.target[0], "for": fmt_time(self.for_ or 0.0)}]
+        if self.kind == "throttle":
+            return [{"at": at, "throttle": self.target[0], "cpu": self.cpu, "for": fmt_time(self.for_ or 0.0)}]
         if self.kind == "cut":
             e: dict[str, Any] = {"at": at, "cut": list(self.target)}
             if self.close:
@@ -122,7 +130,8 @@ class Fault:
     def describe(self) -> str:
         who = " | ".join(",".join(g) for g in self.groups) if self.groups else "-".join(self.target)
         win = f" for {self.for_:g}s" if self.for_ is not None else (" (no restart)" if self.kind == "crash" else "")
-        extra = f" delay {fmt_time(self.delay or 0)}" if self.kind == "set_link" else ""
+        extra = (f" delay {fmt_time(self.delay or 0)}" if self.kind == "set_link"
+                 else f" to {self.cpu:g} cores" if self.kind == "throttle" else "")
         return f"{self.kind} {who} at {self.at:g}s{win}{extra}"
 
 
@@ -175,7 +184,7 @@ class Shape:
         return [(a, b) for i, a in enumerate(ns) for b in ns[i + 1:]]
 
     def can(self, kind: str) -> bool:
-        if kind in ("crash", "stall", "pause"):
+        if kind in ("crash", "stall", "pause", "throttle"):
             return bool(self.nodes)
         if kind == "cut":
             return bool(self.cut_pairs())
@@ -255,9 +264,21 @@ def draw_schedule(topo: dict[str, Any], rng: random.Random, kinds: tuple[str, ..
 def _busy_key(f: Fault) -> Any:
     if f.kind in ("crash", "stall", "pause"):
         return ("node", f.target[0])
+    if f.kind == "throttle":  # a throttle may overlap the node's other faults (its share outlives a crash)
+        return ("throttle", f.target[0])
     if f.kind == "partition":
         return ("partition",)
     return (f.kind, f.target)
+
+
+def _host_cpu(topo: dict[str, Any], shape: Shape, node: str) -> float | None:
+    """The ``cpu`` of the host a node runs on (as the format resolves it), None when it has none."""
+    hosts = topo.get("hosts") or {}
+    v = shape.nodes.get(node) or {}
+    host = v.get("host") or next((h for h, hv in hosts.items() if (hv or {}).get("site") == v.get("site")),
+                                 next(iter(hosts), None))
+    cpu = (hosts.get(host) or {}).get("cpu") if host else None
+    return float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None
 
 
 def _floor1(x: float) -> float:
@@ -271,6 +292,11 @@ def _draw_one(rng: random.Random, kind: str, shape: Shape, topo: dict[str, Any],
     win = min(room, max(MIN_WINDOW_S, _floor1(rng.uniform(MIN_WINDOW_S, min(MAX_WINDOW_S, room)))))
     if kind in ("crash", "stall", "pause"):
         return Fault(kind, at, win, (rng.choice(sorted(shape.nodes)),))
+    if kind == "throttle":
+        node = rng.choice(sorted(shape.nodes))
+        cap = _host_cpu(topo, shape, node)
+        cpu = round(rng.uniform(*THROTTLE_CPU), 2)
+        return Fault(kind, at, win, (node,), cpu=max(0.01, min(cpu, cap)) if cap is not None else cpu)
     if kind == "cut":
         return Fault(kind, at, win, tuple(rng.choice(shape.cut_pairs())), close=rng.random() < 0.5)
     if kind == "partition":

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from testbed.errors import TopologyError, UsageError
 from testbed.explore.files import first_problem, load_base, parse, to_yaml, validate_text
-from testbed.explore.generate import (FAULT_KINDS, VARY_KINDS, Case, Shape, apply_variant, base_topology,
+from testbed.explore.generate import (ALL_FAULT_KINDS, FAULT_KINDS, VARY_KINDS, Case, Shape, apply_variant, base_topology,
                                       draw_case, nothing_to_vary, tail_s)
 from testbed.explore.shrink import case_key, shrink
 
@@ -52,9 +52,13 @@ def _quiet(_: Any) -> None:
     pass
 
 
-def parse_kinds(text: str | None, allowed: tuple[str, ...], option: str) -> tuple[str, ...]:
-    """``"crash,cut"`` -> ("crash", "cut"); unknown names are a UsageError naming the allowed ones."""
+def parse_kinds(text: str | None, allowed: tuple[str, ...], option: str,
+                default: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """``"crash,cut"`` -> ("crash", "cut"); unknown names are a UsageError naming the allowed ones.
+    Without ``text``: ``default`` (else every allowed kind for --faults, none for --vary)."""
     if text is None:
+        if default is not None:
+            return default
         return allowed if option == "--faults" else ()
     out = []
     for k in (x.strip() for x in text.split(",")):
@@ -471,7 +475,7 @@ def explore(topology: str | None = None, *, runs: int | None = None, budget: str
             raise UsageError("a topology file (or --resume ID)")
         settings = Settings(str(Path(topology).resolve()), set_vars or {},
                             seed if seed is not None else random.randrange(1, 10**6),
-                            parse_kinds(faults, FAULT_KINDS, "--faults"), parse_kinds(vary, VARY_KINDS, "--vary"),
+                            parse_kinds(faults, ALL_FAULT_KINDS, "--faults", FAULT_KINDS), parse_kinds(vary, VARY_KINDS, "--vary"),
                             provider, jobs, max_faults, shrink_runs)
         if max_faults < 1:
             raise UsageError("--max-faults: at least 1")

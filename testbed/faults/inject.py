@@ -80,7 +80,7 @@ def actions_for(text: str, plan: Plan, now_s: float, index: int) -> list[Action]
         except ValueError as e:
             raise UsageError(f"fault {text!r}: {kind}: {e}") from None
         used = list(call.targets)
-    elif kind in ("crash", "restart", "pause", "stall"):
+    elif kind in ("crash", "restart", "pause", "stall", "throttle"):
         used = [getattr(fault, kind)]
     elif kind == "cut":
         used = list(fault.cut)
@@ -92,7 +92,7 @@ def actions_for(text: str, plan: Plan, now_s: float, index: int) -> list[Action]
     if unknown:
         raise UsageError(f"fault {text!r}: unknown node or site {', '.join(unknown)} "
                          f"(nodes: {', '.join(plan.nodes)}; sites: {', '.join(plan.sites)})")
-    if kind in ("crash", "restart", "pause", "stall", "cut") and any(n in plan.sites for n in used):
+    if kind in ("crash", "restart", "pause", "stall", "cut", "throttle") and any(n in plan.sites for n in used):
         raise UsageError(f"fault {text!r}: {kind} takes node names, not sites")
     fault = fault.model_copy(update={"at": now_s + float(fault.at)})
     fault._call = call

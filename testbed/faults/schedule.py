@@ -5,7 +5,7 @@ planned at ``at_s`` fires at ``t0 + at_s``. Each fired action's actual time
 (from the same clock, taken just before the action's first side effect) and
 its outcome are recorded in the run manifest's ``timeline``.
 
-Process actions (crash, restart, pause, resume) go to the provider; link
+Process actions (crash, restart, pause, resume, throttle, unthrottle) go to the provider; link
 actions (stall, cut, partition, set_link and their ends) go to the nodes'
 control channels.
 
@@ -196,6 +196,8 @@ def timeline_entry(a: Action) -> dict[str, Any]:
         "planned_s": a.at_s, "actual_s": None, "done_s": None, "status": "pending", "error": None,
         "window": list(a.window), "source": a.source,
     }
+    if a.op in ("throttle", "unthrottle"):
+        e["cpu"] = a.cpu  # the share from this action on (None: no limit)
     if a.call:  # a protocol's own action (not a fault: the analysis attributes nothing to it)
         e["call"] = a.call.get("op")
         e["accepted_by"] = []

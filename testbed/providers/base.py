@@ -40,7 +40,7 @@ class NodeStatus:
     info: dict[str, Any] = field(default_factory=dict)  # from the node's status op
 
 
-PROCESS_OPS = ("crash", "restart", "pause", "resume")
+PROCESS_OPS = ("crash", "restart", "pause", "resume", "throttle", "unthrottle")
 
 
 def process_status(node: str, pid: int | None, state: str | None, where: str = "") -> NodeStatus:

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from testbed.topology.plan import Action, LinkSpec, Plan
 from testbed.topology.protocols import hosted_clients
-from testbed.topology.units import format_link_rate, format_ms, format_size, format_time
+from testbed.topology.units import format_cpu, format_link_rate, format_memory, format_ms, format_size, format_time
 
 
 def link_text(spec: LinkSpec) -> str:
@@ -74,7 +74,15 @@ def _action_text(a: Action) -> str:
             what += f" -> {link_text(next(iter(specs)))}"
     else:
         what = ""
+    if a.op in ("throttle", "unthrottle"):
+        what += f" to {format_cpu(a.cpu)}" if a.cpu is not None else " (no CPU limit)"
     return f"{a.op:<15} {what}"
+
+
+def _capacity(cpu: float | None, memory: int | None) -> str:
+    """``cpu 0.2, mem 64M`` (empty when neither is limited)."""
+    parts = ([f"cpu {cpu:g}"] if cpu is not None else []) + ([f"mem {format_memory(memory)}"] if memory is not None else [])
+    return ", ".join(parts)
 
 
 def describe(plan: Plan) -> str:
@@ -106,14 +114,19 @@ def describe(plan: Plan) -> str:
         by_host: dict[str, list[str]] = defaultdict(list)
         for n in procs:
             if n.site == site:
-                label = f"{n.name}({n.role}" + (f", cell {n.cell}" if n.cell else "") + ")"
+                cap = _capacity(n.cpu, n.memory_bytes)
+                label = (f"{n.name}({n.role}" + (f", cell {n.cell}" if n.cell else "")
+                         + (f", {cap}" if cap else "") + ")")
                 by_host[n.host].append(label)
         if not by_host:
             w(f"  {site:<12} (no nodes)")
             continue
         for host, names in by_host.items():
-            addr = plan.hosts[host].address if host in plan.hosts else None
-            w(f"  {site:<12} {host + (f' [{addr}]' if addr else ''):<22} {' '.join(names)}")
+            hp = plan.hosts.get(host)
+            addr = hp.address if hp else None
+            cap = _capacity(hp.cpu, hp.memory_bytes) if hp else ""
+            label = host + (f" [{addr}]" if addr else "") + (f" [{cap}]" if cap else "")
+            w(f"  {site:<12} {label:<22} {' '.join(names)}")
     overlay = sorted({tuple(sorted((n.name, nb))) for n in procs for nb in n.neighbors})
     if overlay:
         w("  overlay: " + " ".join(f"{a}-{b}" for a, b in overlay))

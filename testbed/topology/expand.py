@@ -83,7 +83,7 @@ def resolve_hosts(topo: Topology) -> dict[str, HostPlan]:
         return {DEFAULT_HOST: HostPlan(name=DEFAULT_HOST)}
     return {n: HostPlan(name=n, address=h.address, user=h.user, site=h.site, port=h.port,
                         key=h.key, docker=h.docker, become=h.become,
-                        runtime=h.runtime)
+                        runtime=h.runtime, cpu=h.cpu, memory_bytes=h.memory)
             for n, h in topo.hosts.items()}
 
 
@@ -102,9 +102,12 @@ def resolve_processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, N
                 adj[nb].append(n)
     out: dict[str, NodePlan] = {}
     for n, node in topo.nodes.items():
-        out[n] = NodePlan(name=n, kind="node", role=node.role, site=node.site,
-                          host=node.host or _default_host(hosts, node.site),
-                          neighbors=tuple(adj[n]), cell=node.cell)
+        host = node.host or _default_host(hosts, node.site)
+        h = hosts.get(host)
+        out[n] = NodePlan(name=n, kind="node", role=node.role, site=node.site, host=host,
+                          neighbors=tuple(adj[n]), cell=node.cell,
+                          cpu=node.cpu if node.cpu is not None else (h.cpu if h else None),
+                          memory_bytes=node.memory if node.memory is not None else (h.memory_bytes if h else None))
     for c, g in topo.clients.items():
         first = out[g.attach_list[0]]
         cp = topo.client_params(c)
@@ -114,10 +117,10 @@ def resolve_processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, N
             extra=cp.model_dump() if cp is not None else {},
         )
         site = g.site or first.site
-        out[c] = NodePlan(name=c, kind="clients", role=g.role, site=site,
-                          host=g.host or (first.host if g.site in (None, first.site)
-                                          else _default_host(hosts, site)),
-                          clients=group)
+        host = g.host or (first.host if g.site in (None, first.site) else _default_host(hosts, site))
+        h = hosts.get(host)
+        out[c] = NodePlan(name=c, kind="clients", role=g.role, site=site, host=host, clients=group,
+                          cpu=h.cpu if h else None, memory_bytes=h.memory_bytes if h else None)
     return out
 
 
@@ -266,6 +269,11 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
             act(at, "partition", (at, end), groups=groups)
             if f.for_ is not None:
                 act(at + f.for_, "heal_partition", (at, end), groups=groups)
+        elif kind == "throttle":
+            target = (f.throttle,)
+            act(at, "throttle", (at, end), target=target, cpu=f.cpu)
+            if f.for_ is not None:
+                act(at + f.for_, "unthrottle", (at, end), target=target, cpu=nodes[f.throttle].cpu)
         elif kind == "set_link":
             over = f.set_link.overrides()
             changed: dict[str, LinkSpec] = {}
@@ -284,7 +292,7 @@ def fault_actions(topo: Topology, nodes: dict[str, NodePlan], links: dict[str, L
     return actions
 
 
-UNDO_OPS = ("unstall", "resume", "heal", "heal_partition")
+UNDO_OPS = ("unstall", "resume", "heal", "heal_partition", "unthrottle")
 
 
 def crash_windows(plan: Plan) -> dict[str, list[tuple[float, float]]]:

@@ -60,6 +60,8 @@ class HostPlan:
     extra: dict[str, Any] = field(default_factory=dict)
     become: bool = False  # ansible provider: the user may become root (sudo) on this host
     runtime: str = "auto"  # ansible provider: auto | docker (a container per node) | process
+    cpu: float | None = None  # cores for every process on this host together (None: no limit)
+    memory_bytes: int | None = None  # memory for every process on this host together
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class NodePlan:
     cell: str | None = None
     clients: ClientGroupPlan | None = None  # set iff kind == "clients"
     extra: dict[str, Any] = field(default_factory=dict)  # protocol-specific node keys
+    cpu: float | None = None  # this process's CPU limit in cores: its own key, else its host's
+    memory_bytes: int | None = None  # this process's memory limit: its own key, else its host's
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ class Action:
       cut, heal                                target: (a, b) -- both directions
       partition, heal_partition                groups: ((n, ...), (n, ...), ...) resolved to nodes
       set_link                                 links: {"src->dst": LinkSpec} (full new specs)
+      throttle, unthrottle                     target: (node,); cpu: the share in cores from now on
+                                               (unthrottle: the node's own limit again, None = none)
       <a protocol's own kind> (e.g. move)      target: the nodes called; call: {op, args, any, text}
                                                (a control op of the protocol's nodes; see
                                                ``ScheduleAction`` in topology/protocols)
@@ -120,6 +126,7 @@ class Action:
     source: str = ""  # the fault as written, for display, e.g. "{at: 8s, stall: b1, for: 2.5s}"
     close: bool = False  # cut: also close the connection (both ends detect it at once)
     call: dict[str, Any] = field(default_factory=dict)  # a protocol action's control call ({} otherwise)
+    cpu: float | None = None  # throttle/unthrottle: the node's CPU share in cores from this action on
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -70,6 +70,8 @@ def check_references(topo: S.Topology, proto_mod: Any) -> list[Problem]:
             elif nb in node.neighbors[:i]:
                 problem(("nodes", n, "neighbors", i), f"'{nb}' is listed twice")
 
+    _check_capacity(topo, hosts, nodes, problem)
+
     # clients
     for c in sorted(client_names & node_names):
         problem(("clients", c), f"'{c}' is already the name of a node (nodes and client groups "
@@ -187,12 +189,48 @@ def _path(adj: dict[str, set[str]], src: str, dst: str) -> list[str]:
     return out
 
 
+def _host_of(node: S.Node, hosts: dict[str, S.Host]) -> str | None:
+    """The host a node runs on, as ``expand`` resolves it (None: the default host, no limits)."""
+    if node.host is not None:
+        return node.host
+    for name, h in hosts.items():
+        if h.site == node.site:
+            return name
+    return next(iter(hosts), None)
+
+
+def _check_capacity(topo, hosts: dict[str, S.Host], nodes: dict[str, S.Node], problem) -> None:
+    """A host's nodes may not ask for more CPU or memory than the host declares: each node's own
+    value at most the host's, and their sum (of the nodes that give one) at most the host's."""
+    from testbed.topology.units import format_cpu, format_memory
+
+    for key, fmt in (("cpu", format_cpu), ("memory", format_memory)):
+        used: dict[str, float] = {}
+        for n, node in nodes.items():
+            mine = getattr(node, key)
+            h = _host_of(node, hosts)
+            if mine is None or h not in hosts:
+                continue
+            cap = getattr(hosts[h], key)
+            if cap is None:
+                continue
+            if mine > cap + 1e-9:
+                problem(("nodes", n, key), f"{key} {fmt(mine)} is more than its host '{h}' has "
+                                           f"(hosts.{h}.{key}: {fmt(cap)})")
+                continue
+            used[h] = used.get(h, 0) + mine
+            if used[h] > cap + 1e-9:
+                problem(("nodes", n, key), f"the nodes on host '{h}' ask for {fmt(used[h])} of {key} "
+                                           f"in all, more than the host has (hosts.{h}.{key}: {fmt(cap)})")
+
+
 def _check_faults(topo, sites, processes, problem, suggest) -> None:
     faults = getattr(topo, "faults", None) or []
     duration = getattr(topo, "duration", None)
     order = sorted((f.at, i) for i, f in enumerate(faults) if f is not None)
     crashed: dict[str, tuple[float, int]] = {}  # node -> (crash time, fault index)
     windows: dict[str, list[tuple[float, float, str, int]]] = {}  # node -> stall/pause windows
+    throttled: dict[str, list[tuple[float, float, int]]] = {}  # node -> throttle windows
     end = duration if duration is not None else math.inf
 
     for at, i in order:
@@ -259,6 +297,25 @@ def _check_faults(topo, sites, processes, problem, suggest) -> None:
                             problem(keys, f"'{m}' is in two partition groups")
                             break
                         owner[m] = gi
+        elif kind == "throttle":
+            target = f.throttle
+            if target not in processes:
+                problem(base + ("throttle",), f"unknown node '{target}'{suggest(target, processes)}")
+                continue
+            stop = at + f.for_ if f.for_ is not None else end
+            prev = [(s, e, j) for s, e, j in throttled.get(target, []) if s < stop and at < e]
+            if prev:
+                s, e, j = prev[0]
+                problem(base + ("throttle",), f"'{target}' is throttled from {s:g}s to {e:g}s (faults[{j}]); "
+                                              "throttle windows of one node may not overlap")
+                continue
+            throttled.setdefault(target, []).append((at, stop, i))
+            node = (topo.nodes or {}).get(target)
+            host = _host_of(node, topo.hosts or {}) if node is not None else None
+            cap = getattr((topo.hosts or {}).get(host), "cpu", None) if host else None
+            if cap is not None and f.cpu is not None and f.cpu > cap + 1e-9:
+                problem(base + ("cpu",), f"cpu {f.cpu:g} is more than the host '{host}' of '{target}' has "
+                                         f"(hosts.{host}.cpu: {cap:g})")
         elif kind == "set_link":
             _check_selector(f.set_link, base + ("set_link",), sites, processes, problem, suggest)
             if not f.set_link.overrides():

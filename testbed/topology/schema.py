@@ -32,7 +32,7 @@ from pydantic import (
 from testbed.errors import Problem
 from testbed.topology.plan import LINK_DISTRIBUTIONS
 from testbed.topology.positions import dotted, locate
-from testbed.topology.units import LinkRate, Loss, Rate, Size, Time
+from testbed.topology.units import Cpu, LinkRate, Loss, Memory, Rate, Size, Time
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 PROVIDERS = ("local", "docker", "ansible")
@@ -74,6 +74,8 @@ class Host(StrictModel):
     docker: str | None = None
     become: StrictBool = False  # ansible provider: may install packages / run tc as root (sudo)
     runtime: Literal["auto", "docker", "process"] = "auto"  # ansible provider: containers or processes
+    cpu: Cpu | None = None  # the host's cores: every process on it together (docs/topology.md)
+    memory: Memory | None = None  # the host's memory (bytes), every process on it together
 
 
 class Node(StrictModel):
@@ -82,6 +84,8 @@ class Node(StrictModel):
     host: Name | None = None
     neighbors: list[Name] = Field(default_factory=list)
     cell: str | None = None
+    cpu: Cpu | None = None  # this node's cores (overrides its host's)
+    memory: Memory | None = None  # this node's memory limit (bytes; overrides its host's)
 
 
 class ClientGroup(StrictModel):
@@ -150,8 +154,8 @@ class Links(StrictModel):
     clients: LinkParams | None = None
 
 
-FAULT_KINDS = ("stall", "crash", "restart", "cut", "partition", "pause", "set_link")
-WINDOWED = ("stall", "pause", "cut", "partition")
+FAULT_KINDS = ("stall", "crash", "restart", "cut", "partition", "pause", "set_link", "throttle")
+WINDOWED = ("stall", "pause", "cut", "partition", "throttle")
 
 
 class Fault(StrictModel):
@@ -172,6 +176,8 @@ class Fault(StrictModel):
     close: StrictBool | None = None  # cut only: also close the connection (detected at once)
     partition: list[list[Name]] | None = Field(None, min_length=2)
     set_link: LinkSelector | None = None
+    throttle: Name | None = None  # the node whose CPU share becomes ``cpu`` (restored after ``for``)
+    cpu: Cpu | None = None  # throttle only: the share during the window, in cores
     # a protocol action's control call (a topology.protocols.ProtocolCall), set by the loader
     _call: Any = PrivateAttr(None)
 
@@ -205,7 +211,7 @@ class Fault(StrictModel):
     @model_validator(mode="after")
     def _one_kind(self) -> "Fault":
         for k in self.model_extra or {}:  # a misspelt 'at'/'for'/'close' is not a protocol action
-            close = difflib.get_close_matches(str(k), ("at", "for", "close"), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(str(k), ("at", "for", "close", "cpu"), n=1, cutoff=0.6)
             if close and str(k) not in FAULT_KINDS:
                 raise ValueError(f"unknown key '{k}' (did you mean '{close[0]}'?)")
         kinds = [k for k in FAULT_KINDS if getattr(self, k) is not None] + list(self.model_extra or {})
@@ -217,7 +223,13 @@ class Fault(StrictModel):
         if self.model_extra:  # a protocol action: its protocol's model checks the rest (loader)
             if self.close is not None:
                 raise ValueError(f"'close' only applies to cut, not to {kind}")
+            if self.cpu is not None:
+                raise ValueError(f"'cpu' only applies to throttle, not to {kind}")
             return self
+        if kind == "throttle" and self.cpu is None:
+            raise ValueError("throttle needs 'cpu': the node's share in cores during the fault (e.g. cpu: 0.1)")
+        if self.cpu is not None and kind != "throttle":
+            raise ValueError(f"'cpu' only applies to throttle, not to {kind}")
         if self.for_ is not None and kind not in WINDOWED:
             raise ValueError(f"'for' does not apply to {kind} (only to {', '.join(WINDOWED)})")
         if kind == "cut" and self.cut[0] == self.cut[1]:

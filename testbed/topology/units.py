@@ -14,6 +14,8 @@ size       ``100B``, ``4KB``, ``1MB``             bytes (int; K = 1024)
 rate       ``25/s``                               per second (float)
 link rate  ``512kbit``, ``100mbit``, ``1gbit``    bits/s (int; k = 1000)
 loss       ``0.1%``                               fraction 0..1
+memory     ``512M``, ``64MB``, ``2G``, ``1GiB``   bytes (int; K = 1024)
+cpu        ``0.25``, ``2`` (a bare number)        cores (float, > 0)
 =========  =====================================  ==================
 """
 
@@ -36,6 +38,9 @@ _SIZE_RE = re.compile(rf"^({_NUM})\s*(B|KB|MB)$")
 _RATE_RE = re.compile(rf"^({_NUM})\s*/\s*s$")
 _LINK_RATE_RE = re.compile(rf"^({_NUM})\s*(kbit|mbit|gbit)$")
 _LOSS_RE = re.compile(rf"^({_NUM})\s*%$")
+MEMORY_UNITS = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+_MEMORY_RE = re.compile(rf"^({_NUM})\s*([KMG])(?:B|iB)?$")
+MIN_MEMORY = 4 * 1024 * 1024  # below this no Python process starts; the kernel refuses tiny limits too
 
 
 def _text(value: Any, what: str, allowed: str, example: str) -> str:
@@ -122,6 +127,33 @@ def parse_loss(value: Any) -> float:
     return pct / 100.0
 
 
+def parse_memory(value: Any) -> int:
+    """``"512M"`` -> 536870912 (bytes; K/M/G, optionally KB/MB/GB or KiB/MiB/GiB, all 1024-based)."""
+    allowed = "K, M, G"
+    text = _text(value, "memory size", allowed, "M")
+    m = _MEMORY_RE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a memory size; use a number with one of the units {allowed} (e.g. 512M)")
+    n = float(m.group(1)) * MEMORY_UNITS[m.group(2)]
+    if n <= 0:
+        raise ValueError(f"{text!r}: a memory size must be positive")
+    if n < MIN_MEMORY:
+        raise ValueError(f"{text!r}: a memory limit below 4M cannot run a node")
+    return int(n)
+
+
+def parse_cpu(value: Any) -> float:
+    """``0.25`` -> 0.25 (cores). A bare positive number; at least 0.01 core (the kernel's 1ms per 100ms)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number of cores (e.g. 0.25 or 2), got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{value!r}: a CPU share must be a positive number of cores")
+    if v < 0.01:
+        raise ValueError(f"{value!r}: a CPU share must be at least 0.01 core")
+    return v
+
+
 def format_time(seconds: float) -> str:
     """A short human form of a time in seconds (``0.0025`` -> ``2.5ms``)."""
     if math.isinf(seconds):
@@ -161,6 +193,19 @@ def format_size(n: int | None) -> str:
     return f"{n}B"
 
 
+def format_memory(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, mult in (("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return f"{n / 1024 ** 2:.1f}M"
+
+
+def format_cpu(cores: float | None) -> str:
+    return "-" if cores is None else f"{cores:g} core" + ("" if cores == 1 else "s")
+
+
 # -- pydantic types ---------------------------------------------------------------
 Time = Annotated[float, BeforeValidator(parse_time)]
 TimeOrInf = Annotated[float, BeforeValidator(lambda v: parse_time(v, allow_inf=True))]
@@ -168,9 +213,11 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 Rate = Annotated[float, BeforeValidator(parse_rate)]
 LinkRate = Annotated[int, BeforeValidator(parse_link_rate)]
 Loss = Annotated[float, BeforeValidator(parse_loss)]
+Memory = Annotated[int, BeforeValidator(parse_memory)]
+Cpu = Annotated[float, BeforeValidator(parse_cpu)]
 
 __all__ = [
-    "parse_time", "parse_size", "parse_rate", "parse_link_rate", "parse_loss",
-    "format_time", "format_ms", "format_link_rate", "format_size",
-    "Time", "TimeOrInf", "Size", "Rate", "LinkRate", "Loss",
+    "parse_time", "parse_size", "parse_rate", "parse_link_rate", "parse_loss", "parse_memory", "parse_cpu",
+    "format_time", "format_ms", "format_link_rate", "format_size", "format_memory", "format_cpu",
+    "Time", "TimeOrInf", "Size", "Rate", "LinkRate", "Loss", "Memory", "Cpu",
 ]

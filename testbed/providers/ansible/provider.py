@@ -134,6 +134,25 @@ class Prepared:
     context: str | None
 
 
+def refuse_capacity(plan: Plan) -> None:
+    """CPU/memory limits and the throttle fault are not enforced on remote hosts yet: refused,
+    naming the key, rather than run without them (docs/topology.md, Capacity)."""
+    for h, hp in plan.hosts.items():
+        for key, v in (("cpu", hp.cpu), ("memory", hp.memory_bytes)):
+            if v is not None:
+                raise ProviderError(f"hosts.{h}.{key}: the ansible provider does not enforce cpu/memory "
+                                    "limits yet; use the local or docker provider, or remove the key")
+    for n, np in plan.nodes.items():
+        for key, v in (("cpu", np.cpu), ("memory", np.memory_bytes)):
+            if v is not None:
+                raise ProviderError(f"nodes.{n}.{key}: the ansible provider does not enforce cpu/memory "
+                                    "limits yet; use the local or docker provider, or remove the key")
+    for a in plan.actions:
+        if a.op == "throttle":
+            raise ProviderError(f"faults[{a.fault}].throttle: the ansible provider cannot throttle a node yet; "
+                                "use the local or docker provider")
+
+
 class AnsibleProvider(Provider):
     name = "ansible"
 
@@ -215,6 +234,7 @@ class AnsibleProvider(Provider):
 
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
+        refuse_capacity(plan)
         hosts = plan_hosts(plan)
         override = _emulation_override()
         records = [host_record(hp) for hp in hosts.values()]

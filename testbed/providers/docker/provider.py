@@ -37,6 +37,7 @@ from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import NodeStatus, Progress, Provider
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
+from testbed.runs.oom import last_log_t_s, oom_timeline_entries
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, Plan
 
@@ -176,6 +177,7 @@ class DockerProvider(Provider):
         client = self._client(url, key, host)
         remote = self._is_remote(url)
         names = list(plan.nodes)
+        check_capacity(plan)
         netname = network_name(run.run_id)
         state: dict[str, Any] = {
             "provider": self.name, "run_id": run.run_id, "engine": url, "engine_key": key,
@@ -275,8 +277,16 @@ class DockerProvider(Provider):
         else:
             ports = [CONTROL_PORT]
             port_bindings = {CONTROL_PORT: None}  # a free port on the engine host
+        node = plan.nodes[n]
+        limits: dict[str, Any] = {}
+        if node.cpu is not None:  # docs/topology.md, Capacity: the container's NanoCpus
+            limits["nano_cpus"] = int(round(node.cpu * 1e9))
+        if node.memory_bytes is not None:  # Memory, and MemorySwap equal to it: no swap
+            limits["mem_limit"] = node.memory_bytes
+            limits["memswap_limit"] = node.memory_bytes
         host_config = api.create_host_config(
             binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, port_bindings=port_bindings,
+            **limits,
         )
         netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n], ipv4_address=address)})
         user = None if remote else f"{os.getuid()}:{os.getgid()}"
@@ -385,6 +395,8 @@ class DockerProvider(Provider):
                 client.api.pause(cid)
             elif action.op == "resume":
                 client.api.unpause(cid)
+            elif action.op in ("throttle", "unthrottle"):
+                set_nano_cpus(client, cid, action.cpu)
             else:
                 raise self.unsupported(action.op)
         except docker.errors.APIError as e:
@@ -474,6 +486,7 @@ class DockerProvider(Provider):
             progress("no docker state for this run")
             return
         client = self._run_client(run)
+        record_oom(client, run, st)
         states = self._container_states(client, run.run_id)
         for node, s in states.items():
             if s["state"] == "paused":
@@ -511,6 +524,56 @@ class DockerProvider(Provider):
         removed += prune_node_images(client)
         progress(f"docker: removed {len(removed)} resources")
         return removed
+
+
+def check_capacity(plan: Plan) -> None:
+    """A host's ``cpu``/``memory`` is for its processes together; this provider limits each
+    container (NanoCpus/Memory), so a limited host with more than one process is refused rather
+    than run without its joint limit (give the limits per node)."""
+    for h, hp in plan.hosts.items():
+        procs_on = [n for n, p in plan.nodes.items() if p.host == h]
+        for key, v in (("cpu", hp.cpu), ("memory", hp.memory_bytes)):
+            if v is not None and len(procs_on) > 1:
+                raise ProviderError(
+                    f"hosts.{h}.{key}: the docker provider limits each container, not a host's "
+                    f"{len(procs_on)} processes together; give the limit per node (nodes.<n>.{key})")
+
+
+def set_nano_cpus(client: Any, cid: str, cores: float | None) -> None:
+    """Change a running (or stopped) container's CPU share: ``POST /containers/{id}/update``
+    with NanoCpus (the SDK's update_container has no nano_cpus). No limit = the engine's CPUs
+    (the API ignores 0 in an update)."""
+    if cores is None:
+        cores = float(client.api.info().get("NCPU") or os.cpu_count() or 1)
+    api = client.api
+    res = api._post_json(api._url("/containers/{0}/update", cid), data={"NanoCpus": int(round(cores * 1e9))})
+    api._raise_for_status(res)
+
+
+def record_oom(client: Any, run: RunDir, st: dict[str, Any]) -> None:
+    """A container the kernel's OOM killer ended (State.OOMKilled) is a crash in the timeline
+    (``fault`` from 2000, at its last log line; see docs/topology.md, Capacity)."""
+    import docker.errors
+
+    killed = []
+    for node, c in (st.get("containers") or {}).items():
+        try:
+            if client.api.inspect_container(c["id"])["State"].get("OOMKilled"):
+                killed.append(node)
+        except (docker.errors.APIError, KeyError):
+            continue
+    if not killed:
+        return
+    try:
+        plan = run.plan()
+    except Exception:  # noqa: BLE001 - no plan written: nothing to attribute
+        return
+    t0 = run.manifest.get("t0_wall_ns")
+    entries = oom_timeline_entries(
+        {n: {"oom_kill": 1} for n in killed}, {n: last_log_t_s(run.logs_dir / f"{n}.jsonl", t0) for n in killed},
+        {n: p.memory_bytes for n, p in plan.nodes.items()}, plan.duration_s)
+    run.modify_manifest(lambda m: m.__setitem__(
+        "timeline", [e for e in m.get("timeline") or [] if not e.get("oom")] + entries))
 
 
 def prune_node_images(client: Any) -> list[str]:

@@ -28,6 +28,7 @@ from testbed.errors import ProviderError
 from testbed.providers.base import NodeStatus, Progress, Provider, process_status
 from testbed.providers.control import Controls, run_secret, shutdown_nodes, write_private_json
 from testbed.providers.hostside import procs
+from testbed.providers.local import cgroups
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir
@@ -161,6 +162,7 @@ class LocalProvider(Provider):
     # -- up ------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
         names = list(plan.nodes)
+        groups = cgroups.setup(plan, run.run_id)  # cpu/memory limits (docs/topology.md, Capacity)
         ports = free_ports(2 * len(names), LOOPBACK)
         endpoints = {
             n: Endpoint(n, plan.nodes[n].host, (LOOPBACK, ports[2 * i]), (LOOPBACK, ports[2 * i + 1]))
@@ -179,11 +181,12 @@ class LocalProvider(Provider):
             write_private_json(run.configs_dir / f"{n}.json", cfg)
         deployment = Deployment(run.run_id, self.name, emulation, endpoints)
         run.write("deployment.json", deployment.to_dict())
-        state = {"provider": self.name, "pids": {}, "config_prefix": str(run.configs_dir) + "/"}
+        state = {"provider": self.name, "pids": {}, "config_prefix": str(run.configs_dir) + "/",
+                 "cgroups": groups}
         run.save_state(state)
         progress(f"starting {len(names)} processes")
         for n in names:
-            pid = self._spawn(run, n)
+            pid = self._spawn(run, n, groups.get(n, []))
             state["pids"][n] = pid
             endpoints[n].handle = str(pid)
         run.save_state(state)
@@ -196,14 +199,14 @@ class LocalProvider(Provider):
         progress(f"{len(names)} nodes answer on their control channels")
         return deployment
 
-    def _spawn(self, run: RunDir, node: str) -> int:
+    def _spawn(self, run: RunDir, node: str, groups: list[str]) -> int:
         cfg = run.configs_dir / f"{node}.json"
         err = open(run.logs_dir / f"{node}.stderr", "ab")
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", NODE_MODULE, str(cfg)],
+                cgroups.wrap([sys.executable, "-m", NODE_MODULE, str(cfg)], groups),
                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, env=env,
                 close_fds=True,
             )
@@ -229,10 +232,13 @@ class LocalProvider(Provider):
         node = action.target[0]
         state = run.state
         pid = state.get("pids", {}).get(node)
+        if action.op in ("throttle", "unthrottle"):  # its cgroup's share (a crashed node's too)
+            cgroups.set_cpu(run.run_id, run.plan().nodes[node].host, node, action.cpu)
+            return
         if action.op == "restart":
             if pid is not None and procs.alive(pid):
                 raise ProviderError("restart: the node is still running", node=node)
-            new = self._spawn(run, node)
+            new = self._spawn(run, node, state.get("cgroups", {}).get(node, []))
             with run.locked():  # other nodes' faults run concurrently
                 st = run.state
                 st.setdefault("pids", {})[node] = new
@@ -284,6 +290,12 @@ class LocalProvider(Provider):
             if live:
                 raise ProviderError(f"processes survived SIGKILL: {live}")
         progress(f"stopped {len(pids)} node processes" if pids else "no node process was running")
+        try:
+            cgroups.record(run)  # the kernel's throttle and OOM counts, before the cgroups go
+        except OSError as e:  # never block the cleanup
+            progress(f"could not read the run's cgroup counts: {e}")
+        if cgroups.remove_run(run.run_id):  # found by the run id: also after a killed up
+            progress("removed the run's cgroups")
 
     @classmethod
     def wipe(cls, progress: Progress) -> list[str]:
@@ -297,5 +309,6 @@ class LocalProvider(Provider):
             procs.kill(pid, signal.SIGKILL)
         procs.wait_gone(list(nodes), 3.0)
         removed += [f"node pid {p} ({c})" for p, c in nodes.items()]
+        removed += [f"cgroup {d}" for d in cgroups.remove_all()]
         progress(f"local: removed {len(removed)} processes")
         return removed

@@ -121,3 +121,35 @@ def test_too_short_a_run_is_a_clear_error():
     base["duration"] = "5s"
     with pytest.raises(UsageError, match="duration 5s is too short to explore"):
         draw_case(base, 1, 0)
+
+
+def test_throttle_is_drawn_only_when_asked_and_validates(tmp_path):
+    from testbed.explore.generate import ALL_FAULT_KINDS
+    from testbed.explore.runner import parse_kinds
+
+    assert "throttle" not in FAULT_KINDS and "throttle" in ALL_FAULT_KINDS
+    assert parse_kinds(None, ALL_FAULT_KINDS, "--faults", FAULT_KINDS) == FAULT_KINDS  # not by default
+    assert parse_kinds("throttle", ALL_FAULT_KINDS, "--faults", FAULT_KINDS) == ("throttle",)
+    base = _base("smoke.yaml", {})
+    seen = []
+    for i in range(60):
+        case = draw_case(base, 11, i, kinds=("throttle", "crash"), max_faults=5)
+        text = to_yaml(case.topology())
+        plan = validate_text(text, f"throttle#case{i}")  # the format accepts every drawn schedule
+        for f in case.faults:
+            if f.kind == "throttle":
+                assert 0.02 <= f.cpu <= 0.2 and f.target[0] in base["nodes"]
+                seen.append(f)
+        ops = [a.op for a in plan.actions]
+        assert ops.count("throttle") == ops.count("unthrottle") == sum(f.kind == "throttle" for f in case.faults)
+    assert len(seen) > 10
+    assert seen[0].entries() == [{"at": seen[0].entries()[0]["at"], "throttle": seen[0].target[0],
+                                  "cpu": seen[0].cpu, "for": seen[0].entries()[0]["for"]}]
+
+
+def test_throttle_stays_within_the_host_cpu():
+    base = _base("smoke.yaml", {})
+    base["hosts"] = {"h1": {"cpu": 0.05}}
+    for i in range(30):
+        for f in draw_case(base, 3, i, kinds=("throttle",), max_faults=3).faults:
+            assert f.cpu <= 0.05

@@ -1,0 +1,48 @@
+"""An OOM kill under a memory limit, as a crash in the run's timeline (docs/topology.md, Capacity).
+
+The providers learn of an OOM kill from the kernel (the local provider: the cgroup's ``oom_kill``
+count; docker: the container's ``State.OOMKilled``) when the run comes down; these helpers turn
+it into timeline entries the analysis treats like any crash. Pure but for reading a log's tail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from testbed.topology.units import format_memory
+
+
+def oom_timeline_entries(stats_: dict[str, dict[str, float]], last_t_s: dict[str, float | None],
+                         memory: dict[str, int | None], duration_s: float) -> list[dict]:
+    """Timeline entries (crashes) for the processes the kernel's OOM killer killed. Pure.
+
+    The time of a kill is not observed: it is the node's last log line (the process logged
+    until then; at most the log's flush interval before its death); ``planned_s`` is the same
+    (nothing planned it). Fault indices from 2000 (the file's faults are < 1000, injected ones
+    from 1000)."""
+    out = []
+    for i, node in enumerate(sorted(n for n, s in stats_.items() if s.get("oom_kill"))):
+        t = last_t_s.get(node)
+        t = 0.0 if t is None else max(0.0, t)
+        out.append({"fault": 2000 + i, "op": "crash", "target": [node], "groups": [],
+                    "planned_s": t, "actual_s": t, "done_s": t, "status": "done",
+                    "error": None, "window": [t, duration_s], "oom": True,
+                    "source": f"OOM kill under the memory limit {format_memory(memory.get(node))} "
+                              f"({int(stats_[node]['oom_kill'])} kill(s))"})
+    return out
+
+
+def last_log_t_s(path: Path, t0_wall_ns: int | None) -> float | None:
+    """Seconds from the workload start of the last complete line of a node's log."""
+    if t0_wall_ns is None or not path.exists():
+        return None
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 65536))
+        tail = f.read().splitlines()
+    for line in reversed(tail):
+        try:
+            return (int(json.loads(line)["t"]) - int(t0_wall_ns)) / 1e9
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None

@@ -1,0 +1,182 @@
+"""Hosts with a given capacity, local provider: real node processes in real cgroups (cgroup v1
+cpu/memory here, as root), the throttle fault, the cpu_share check on the nodes' logs, and the
+kill -9 guarantee (no cgroup left after a killed `up` and a `down`).
+
+None of these tests call `testbed wipe`: each brings its own runs down (other engineers' runs
+share this machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+from testbed.analysis import capacity
+from testbed.errors import ProviderError
+from testbed.providers.local import cgroups
+from testbed.providers.local.provider import node_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+TOPOLOGY = """\
+version: 1
+name: cap-{name}
+protocol: pubsub
+duration: {duration}
+seed: 1
+sites:
+  s1: {{}}
+nodes:
+  b1: {{role: broker, site: s1, cpu: 0.2{memory}}}
+  b2: {{role: broker, site: s1, neighbors: [b1]}}
+clients:
+  pub: {{role: publisher, count: 4, attach: b1, rate: {rate}/s, size: 100B}}
+  sub: {{role: subscriber, count: 1, attach: b2, filter: "[class,eq,'STOCK']"}}
+links:
+  default: {{delay: 1ms}}
+faults:
+{faults}
+"""
+
+
+def topology(tmp_path: Path, name: str, *, duration: str = "9s", rate: int = 3000, memory: str = "",
+             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 3s}") -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(TOPOLOGY.format(name=name, duration=duration, rate=rate, faults=faults or "  []",
+                                 memory=f", memory: {memory}" if memory else ""))
+    return p
+
+
+def need_cgroups() -> None:
+    h = cgroups.detect()
+    if os.geteuid() != 0 or h.cpu is None or h.memory is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI needs writable cgroup cpu/memory controllers (root)")
+        pytest.skip("needs root and cgroup cpu/memory controllers")
+
+
+def run_cgroups(run_id: str) -> list[Path]:
+    return [d for d in cgroups.run_dirs(cgroups.detect(), run_id) if d.exists()]
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    d = tmp_path / "runs"
+    yield d
+    api.down(runs_dir=str(d), all_runs=True)
+    assert node_processes(str(d)) == {}
+
+
+def cpu_lines(run_dir: Path, node: str) -> list[dict]:
+    t0 = json.loads((run_dir / "manifest.json").read_text())["t0_wall_ns"]
+    out = []
+    for line in (run_dir / "logs" / f"{node}.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["ev"] == "cpu":
+            out.append({"node": node, "t_rel_s": (e["t"] - t0) / 1e9, "m": e["m"],
+                        "user_s": e["user_s"], "sys_s": e["sys_s"]})
+    return out
+
+
+def test_cpu_limit_and_throttle_on_schedule(runs_dir, tmp_path):
+    need_cgroups()
+    (rd,) = api.run(str(topology(tmp_path, "limit")), runs_dir=str(runs_dir), analyze=True)
+    m = rd.manifest
+    # the throttle and its end ran on schedule, recorded like every fault, with the share
+    tl = [(e["op"], e["target"], e["cpu"], e["status"]) for e in m["timeline"]]
+    assert tl == [("throttle", ["b1"], 0.02, "done"), ("unthrottle", ["b1"], 0.2, "done")], m["timeline"]
+    assert all(abs(e["actual_s"] - e["planned_s"]) < 0.5 for e in m["timeline"])
+    # the kernel throttled b1 (and nothing else had a limit to be throttled by)
+    st = m["cgroup_stats"]
+    assert st["b1"]["nr_throttled"] > 0, st
+    assert all(s.get("nr_throttled", 0) == 0 for n, s in st.items() if n != "b1"), st
+    # measured: b1's CPU between any two of its lines within its share (+ the sampling error) ...
+    plan = rd.plan().to_dict()
+    series = capacity.usage(cpu_lines(rd.path, "b1"))["b1"]
+    changes = capacity.share_changes(plan, m)["b1"]
+    assert len(series) >= 6
+    for t0, t1, cores in series:
+        share = capacity.share_over(0.2, changes, t0, t1)
+        assert cores <= capacity.allowed(share, t1 - t0), (t0, t1, cores, share)
+    # ... and inside the throttle window at most 0.02 core (+ error): the throttle bit
+    inside = [c for t0, t1, c in series if t0 >= changes[0][1] and t1 <= changes[1][0]]
+    assert inside and max(inside) <= capacity.allowed(0.02, 1.0), series
+    # the analysis judged it the same way, and drew the CPU figure beside the fault timeline
+    checks = {c["name"]: c for c in json.loads((rd.path / "analysis" / "checks.json").read_text())["checks"]}
+    assert checks["cpu_share"]["passed"] and checks["cpu_share"]["details"]["limited_nodes"] == ["b1"]
+    assert (rd.path / "analysis" / "figures" / "cpu.png").stat().st_size > 10_000
+    html = (rd.path / "analysis" / "report.html").read_text()
+    assert html.index('id="fig-fault_timeline"') < html.index('id="fig-cpu"') < html.index('id="figures"')
+    # down removed the run's cgroups
+    assert run_cgroups(rd.run_id) == []
+
+
+def test_killed_up_leaves_no_cgroup_after_down(runs_dir, tmp_path):
+    need_cgroups()
+    topo = topology(tmp_path, "kill", duration="30s")
+    env = dict(os.environ, TESTBED_RUNS=str(runs_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", str(topo)], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # kill -9 `up` as soon as a node process runs in its cgroup
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not node_processes(str(runs_dir)):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (run_dir,) = [p for p in runs_dir.iterdir() if p.is_dir()]
+    assert run_cgroups(run_dir.name), "no cgroup was made"
+    p = subprocess.run([sys.executable, "-m", "testbed.cli", "down"], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert node_processes(str(runs_dir)) == {}
+    assert run_cgroups(run_dir.name) == []
+
+
+def test_killed_controller_and_node_leave_no_cgroup_after_down(runs_dir, tmp_path):
+    need_cgroups()
+    topo = topology(tmp_path, "ctl", duration="60s")
+    rd = api.up(str(topo), runs_dir=str(runs_dir))
+    assert run_cgroups(rd.run_id)
+    controllers = rd.state.get("controllers") or []
+    assert controllers, rd.state
+    for pid in controllers:  # the background controller, then a node: kill -9
+        os.kill(int(pid), signal.SIGKILL)
+    os.kill(int(rd.state["pids"]["b1"]), signal.SIGKILL)
+    api.down(runs_dir=str(runs_dir), all_runs=True)
+    assert node_processes(str(runs_dir)) == {}
+    assert run_cgroups(rd.run_id) == []
+
+
+def test_no_cgroups_is_a_clear_error_naming_the_key(runs_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "no-cgroups"))
+    (tmp_path / "no-cgroups").mkdir()
+    with pytest.raises(ProviderError) as ei:
+        api.run(str(topology(tmp_path, "none")), runs_dir=str(runs_dir), analyze=False)
+    msg = str(ei.value)
+    assert msg.splitlines()[0] == msg and msg.startswith("nodes.b1.cpu: the local provider limits cpu with cgroups"), msg
+    assert "no cgroup 'cpu' controller is mounted" in msg
+    assert node_processes(str(runs_dir)) == {}
+
+
+def test_oom_kill_is_a_crash_in_the_timeline(runs_dir, tmp_path):
+    """b1 stalled under a heavy load holds every message in memory until its 48M limit: the
+    kernel's OOM killer ends it, and the run records that as a crash of b1."""
+    need_cgroups()
+    topo = topology(tmp_path, "oom", duration="12s", rate=4000, memory="48M",
+                    faults="  - {at: 1s, stall: b1, for: 10s}")
+    (rd,) = api.run(str(topo), runs_dir=str(runs_dir), analyze=False)
+    m = rd.manifest
+    assert m["cgroup_stats"]["b1"]["oom_kill"] >= 1, m["cgroup_stats"]
+    oom = [e for e in m["timeline"] if e.get("oom")]
+    assert [(e["op"], e["target"], e["status"]) for e in oom] == [("crash", ["b1"], "done")], m["timeline"]
+    assert 1.0 <= oom[0]["actual_s"] <= 12.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]
+    assert run_cgroups(rd.run_id) == []

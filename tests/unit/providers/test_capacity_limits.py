@@ -1,0 +1,151 @@
+"""The providers' CPU/memory limits without running anything: the local provider's cgroup layout
+and values on a fake cgroup tree (v1 and v2), and the refusals that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import ProviderError
+from testbed.providers.ansible.provider import refuse_capacity
+from testbed.providers.docker.provider import check_capacity
+from testbed.providers.local import cgroups
+from testbed.runs.oom import oom_timeline_entries
+from testbed.topology.plan import Action, HostPlan, NodePlan, Plan
+
+M = 1024 * 1024
+
+
+def plan(host_cpu=None, host_mem=None, b1_cpu=None, b1_mem=None, throttle=False) -> Plan:
+    hosts = {"h1": HostPlan("h1", cpu=host_cpu, memory_bytes=host_mem)}
+    nodes = {"b1": NodePlan("b1", "node", "broker", "s1", "h1", cpu=b1_cpu, memory_bytes=b1_mem),
+             "b2": NodePlan("b2", "node", "broker", "s1", "h1", cpu=host_cpu, memory_bytes=host_mem)}
+    actions = (Action(1.0, "throttle", 0, target=("b2",), cpu=0.1),) if throttle else ()
+    return Plan("t", "pubsub", "local", 10.0, 0, ("s1",), hosts, nodes, {}, actions)
+
+
+def fake_v1(root: Path) -> None:
+    for ctl, f in (("cpu", "cpu.cfs_quota_us"), ("memory", "memory.limit_in_bytes")):
+        (root / ctl).mkdir(parents=True)
+        (root / ctl / f).write_text("-1\n")
+
+
+def test_v1_layout_and_values(tmp_path, monkeypatch) -> None:
+    fake_v1(tmp_path)
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    groups = cgroups.setup(plan(host_cpu=1.0, host_mem=512 * M, b1_cpu=0.2, b1_mem=64 * M), "run-1")
+    cpu, mem = tmp_path / "cpu" / "testbed" / "run-1", tmp_path / "memory" / "testbed" / "run-1"
+    assert groups["b1"] == [str(cpu / "h1" / "b1" / "cgroup.procs"), str(mem / "h1" / "b1" / "cgroup.procs")]
+    assert (cpu / "h1" / "cpu.cfs_quota_us").read_text() == "100000"  # the host: 1 core, shared
+    assert (cpu / "h1" / "b1" / "cpu.cfs_quota_us").read_text() == "20000"  # 0.2 core per 100 ms
+    assert (cpu / "h1" / "b1" / "cpu.cfs_period_us").read_text() == "100000"
+    assert (mem / "h1" / "memory.limit_in_bytes").read_text() == str(512 * M)
+    assert (mem / "h1" / "b1" / "memory.limit_in_bytes").read_text() == str(64 * M)
+    cgroups.set_cpu("run-1", "h1", "b1", 0.05)
+    assert (cpu / "h1" / "b1" / "cpu.cfs_quota_us").read_text() == "5000"
+    cgroups.set_cpu("run-1", "h1", "b1", None)
+    assert (cpu / "h1" / "b1" / "cpu.cfs_quota_us").read_text() == "-1"
+    with pytest.raises(ProviderError, match="no cpu cgroup"):
+        cgroups.set_cpu("run-1", "h1", "nope", 0.1)
+
+
+def test_v2_layout_and_values(tmp_path, monkeypatch) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    groups = cgroups.setup(plan(b1_cpu=0.25, b1_mem=64 * M), "run-2")
+    d = tmp_path / "testbed" / "run-2"
+    assert groups["b1"] == [str(d / "h1" / "b1" / "cgroup.procs")]  # one tree: joined once
+    assert (d / "h1" / "b1" / "cpu.max").read_text() == "25000 100000"
+    assert (d / "h1" / "b1" / "memory.max").read_text() == str(64 * M)
+    assert (d / "h1" / "b2" / "cpu.max").read_text() == "max"
+    for p in (tmp_path, tmp_path / "testbed", d, d / "h1"):  # enabled for the children all the way down
+        assert (p / "cgroup.subtree_control").read_text() == "+cpu +memory"
+
+
+def test_no_limit_makes_no_cgroup(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    assert cgroups.setup(plan(), "run-3") == {}
+    assert list(tmp_path.iterdir()) == []
+    assert cgroups.wrap(["python", "-m", "x"], []) == ["python", "-m", "x"]
+    argv = cgroups.wrap(["python", "-m", "x"], ["/a/cgroup.procs"])
+    assert argv[1:3] == ["-S", "-c"] and argv[-5:] == ["/a/cgroup.procs", "--", "python", "-m", "x"]
+
+
+@pytest.mark.parametrize("kw,key", [
+    ({"b1_cpu": 0.2}, "nodes.b1.cpu"),
+    ({"host_mem": 64 * M}, "hosts.h1.memory"),
+    ({"throttle": True}, "faults[0].throttle"),
+])
+def test_local_refuses_without_controllers_naming_the_key(tmp_path, monkeypatch, kw, key) -> None:
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    with pytest.raises(ProviderError) as ei:
+        cgroups.setup(plan(**kw), "run-4")
+    assert str(ei.value).startswith(f"{key}: the local provider limits ")
+    assert "\n" not in str(ei.value)
+
+
+def test_local_refuses_when_not_writable(tmp_path, monkeypatch) -> None:
+    """Not root: the kernel answers EACCES to a mkdir in the cgroup tree (simulated: this suite
+    runs as root, who may write anywhere)."""
+    fake_v1(tmp_path)
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+
+    def denied(self, *a, **kw):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", denied)
+    with pytest.raises(ProviderError) as ei:
+        cgroups.setup(plan(b1_cpu=0.2), "run-5")
+    assert str(ei.value).startswith("nodes.b1.cpu: the local provider limits cpu with cgroups, and this user "
+                                    "may not create cgroups (not root)")
+
+
+def test_docker_refuses_a_host_limit_over_several_containers() -> None:
+    check_capacity(plan(b1_cpu=0.2, b1_mem=64 * M))  # per node: fine
+    with pytest.raises(ProviderError, match=r"^hosts\.h1\.cpu: the docker provider limits each container"):
+        check_capacity(plan(host_cpu=1.0))
+
+
+def test_ansible_refuses_limits_and_throttle() -> None:
+    refuse_capacity(plan())
+    for kw, key in (({"b1_cpu": 0.2}, "nodes.b1.cpu"), ({"host_mem": 64 * M}, "hosts.h1.memory"),
+                    ({"throttle": True}, "faults[0].throttle")):
+        with pytest.raises(ProviderError) as ei:
+            refuse_capacity(plan(**kw))
+        assert str(ei.value).startswith(f"{key}: the ansible provider")
+
+
+def test_oom_entries_are_crashes() -> None:
+    e = oom_timeline_entries({"b1": {"oom_kill": 1}, "b2": {"oom_kill": 0}}, {"b1": 4.5}, {"b1": 48 * M}, 12.0)
+    assert [(x["op"], x["target"], x["actual_s"], x["window"], x["fault"]) for x in e] == \
+        [("crash", ["b1"], 4.5, [4.5, 12.0], 2000)]
+    assert e[0]["source"].startswith("OOM kill under the memory limit 48M")
+
+
+def test_parents_weigh_as_many_tasks_as_they_hold(tmp_path, monkeypatch) -> None:
+    """Each testbed cgroup above the processes competes with the weight of its processes (not of
+    one task): v1 cpu.shares 1024 per process, v2 cpu.weight 100."""
+    fake_v1(tmp_path)
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path))
+    base = tmp_path / "cpu" / "testbed"
+    base.mkdir()
+    (base / "cpu.shares").write_text("1024")
+
+    def made(d: Path) -> None:  # the kernel's files in a new cgroup
+        (d / "cpu.shares").write_text("1024")
+
+    orig = Path.mkdir
+
+    def mkdir(self, *a, **kw):
+        orig(self, *a, **kw)
+        if "cpu" in self.parts and "testbed" in self.parts:
+            made(self)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    cgroups.setup(plan(b1_cpu=0.2), "run-a")  # 2 processes on h1
+    cgroups.setup(plan(b1_cpu=0.3), "run-b")
+    assert (base / "cpu.shares").read_text() == str(4 * 1024)
+    assert (base / "run-a" / "cpu.shares").read_text() == str(2 * 1024)
+    assert (base / "run-a" / "h1" / "cpu.shares").read_text() == str(2 * 1024)
+    assert (base / "run-a" / "h1" / "b1" / "cpu.shares").read_text() == "1024"
