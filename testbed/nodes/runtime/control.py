@@ -16,6 +16,12 @@ that is unauthenticated, carries a bad MAC or replays a ``seq`` is refused with
 ``{"ok": false, "error": "refused: ..."}``, changes nothing, is counted and
 logged (``conn_rejected``, rate-limited), and the connection is closed.
 
+Before its first valid request a connection may send frames of at most
+``CTL_PRE_AUTH_MAX_FRAME`` bytes and must send that request within
+``AUTH_TIMEOUT_S``; at most ``CTL_MAX_PRE_AUTH`` such connections and
+``CTL_MAX_CONNS`` connections in all are served at once, one more is closed at
+accept and counted (``over-limit``).
+
 Every applied op other than the read-only ``ping``, ``clock`` and ``status`` is
 logged as ``ctl_applied`` with its ``origin`` (the request's ``origin`` field:
 ``schedule``, ``inject`` or ``housekeeping``; ``unknown`` when absent) and the
@@ -179,14 +185,17 @@ BUILTIN_OPS = ("ping", "clock", "status", "set_links", "cut", "heal", "partition
                "stall", "unstall", "start", "stop_workload", "shutdown")
 READ_ONLY_OPS = ("ping", "clock", "status")
 ORIGINS = ("schedule", "inject", "housekeeping")
-AUTH_TIMEOUT_S = 10.0  # a connection that sends no valid request in this time is closed
-CTL_MAX_FRAME = 1024 * 1024
+AUTH_TIMEOUT_S = 3.0  # a connection that sends no valid request in this time is closed
+CTL_MAX_FRAME = 1024 * 1024  # once the connection has sent one valid request
+CTL_PRE_AUTH_MAX_FRAME = 64 * 1024  # until then (a set_links for a few hundred peers fits)
+CTL_MAX_PRE_AUTH = 8  # control connections at once without a valid request yet
+CTL_MAX_CONNS = 32  # control connections at once
 
 
 class _CtlProtocol(asyncio.Protocol):
     def __init__(self, server: "ControlServer") -> None:
         self.server = server
-        self.decoder = FrameDecoder(CTL_MAX_FRAME)
+        self.decoder = FrameDecoder(CTL_PRE_AUTH_MAX_FRAME)
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
@@ -202,6 +211,15 @@ class _CtlProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.peer = auth.peer_name(transport)
         rt = self.server.rt
+        srv = self.server
+        if srv.pre_auth >= CTL_MAX_PRE_AUTH or len(srv.conns) >= CTL_MAX_CONNS:
+            self.refused = True
+            rt.reject("control", self.peer, "over-limit",
+                      f"{len(srv.conns)} control connections ({srv.pre_auth} before a valid request; "
+                      f"caps {CTL_MAX_CONNS}, {CTL_MAX_PRE_AUTH})")
+            transport.abort()
+            return
+        srv.pre_auth += 1
         self.key = auth.control_key(rt.secret, rt.run_id, rt.name, self.nonce)
         transport.write(codec.frame({"k": "challenge", "nonce": self.nonce, "node": rt.name,  # type: ignore[attr-defined]
                                      "run": rt.run_id}))
@@ -233,6 +251,9 @@ class _CtlProtocol(asyncio.Protocol):
             for p in self.decoder.feed(data):
                 env = codec.decode(p)
                 self.last_seq, body = auth.open_request(self.key, self.last_seq, env)
+                if self.decoder.max_frame != CTL_MAX_FRAME:  # the first valid request
+                    self.decoder.max_frame = CTL_MAX_FRAME
+                    self.server.pre_auth -= 1
                 req = codec.decode(body)
                 if self.timer is not None:
                     self.timer.cancel()
@@ -249,7 +270,10 @@ class _CtlProtocol(asyncio.Protocol):
             self.refused = True
             self.server.rt.reject("control", self.peer, "incomplete",
                                   f"closed after {self.pre_auth_bytes} bytes without a complete request")
-        self.server.conns.discard(self)
+        if self in self.server.conns:
+            self.server.conns.discard(self)
+            if self.decoder.max_frame != CTL_MAX_FRAME:
+                self.server.pre_auth -= 1
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -286,6 +310,7 @@ class ControlServer:
         self.ops = ControlOps(rt)
         self.server: asyncio.AbstractServer | None = None
         self.conns: set[_CtlProtocol] = set()
+        self.pre_auth = 0  # connections without a valid request yet
 
     async def listen(self, host: str, port: int) -> None:
         self.server = await self.rt.loop.create_server(lambda: _CtlProtocol(self), host, port,
