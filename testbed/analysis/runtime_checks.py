@@ -13,7 +13,8 @@
   a graceful ``node_stop``, or is ended by a crash or restart of that node in the manifest's
   timeline; a ``node_error`` (an exception in protocol code or escaping the runtime's loop)
   or a life that just ends (killed by the kernel, by someone else) is a violation, never
-  counted as a fault's loss.
+  counted as a fault's loss; so is a restart the timeline records as failed (the node stayed
+  down: e.g. its ports were taken while it was down, and nothing answered for it).
 * :func:`rejected_summary`: refused or malformed connections and control requests per node
   and channel (``conn_rejected`` counts); the report shows them, with a warning at its top
   when any control request was refused.
@@ -184,6 +185,11 @@ def node_lives_of(manifest: dict[str, Any], plan: dict[str, Any], marks: list) -
             if not any(node in e["nodes"] and t0 - TOLERANCE_S <= e["at_s"] <= t1 + TOLERANCE_S for e in entries):
                 bad.append({"node": node, "kind": "ended without node_stop", "t_s": _r3(rs[i]["t_rel_s"]),
                             "detail": "no crash or restart of this node in the timeline explains it"})
+    for e in list(manifest.get("timeline") or []) + list(manifest.get("injected") or []):
+        if e.get("op") == "restart" and e.get("status") == "failed":  # the node stayed down
+            for node in e.get("target") or []:
+                bad.append({"node": str(node), "kind": "restart failed", "t_s": _r3(e.get("actual_s")),
+                            "detail": str(e.get("error") or "")[:200]})
     return CheckResult(
         name="node_lives", passed=not bad, violations=len(bad), examples=bad[:MAX_EXAMPLES],
         description="every node process stops gracefully or by a planned crash/restart (no node_error, "

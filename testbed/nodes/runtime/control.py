@@ -15,6 +15,8 @@ secret and that nonce, with ``seq`` increasing on the connection. A request
 that is unauthenticated, carries a bad MAC or replays a ``seq`` is refused with
 ``{"ok": false, "error": "refused: ..."}``, changes nothing, is counted and
 logged (``conn_rejected``, rate-limited), and the connection is closed.
+Every other reply is sealed with the connection's key and the request's ``seq``
+(:func:`auth.seal_reply`): a process that is not the node cannot answer for it.
 
 Before its first valid request a connection may send frames of at most
 ``CTL_PRE_AUTH_MAX_FRAME`` bytes and must send that request within
@@ -63,7 +65,7 @@ class ControlOps:
         self.rt = rt
 
     def ping(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"node": self.rt.name}
+        return {"node": self.rt.name, "run": self.rt.run_id, "pid": os.getpid()}
 
     def clock(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()}
@@ -196,7 +198,7 @@ class _CtlProtocol(asyncio.Protocol):
     def __init__(self, server: "ControlServer") -> None:
         self.server = server
         self.decoder = FrameDecoder(CTL_PRE_AUTH_MAX_FRAME)
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
         self.peer = "?"
@@ -258,7 +260,7 @@ class _CtlProtocol(asyncio.Protocol):
                 if self.timer is not None:
                     self.timer.cancel()
                     self.timer = None
-                self.queue.put_nowait(req)
+                self.queue.put_nowait((self.last_seq, req))
         except auth.AuthError as e:
             self.refuse(e.reason, str(e))
         except FrameError as e:
@@ -280,14 +282,20 @@ class _CtlProtocol(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()
 
-    def _reply(self, rep: dict[str, Any]) -> None:
+    def _reply(self, rep: dict[str, Any], seq: int = 0) -> None:
+        """Write a reply: sealed with the connection's key and the request's ``seq`` (``seq`` 0:
+        a refusal of a request that was not authenticated, sent as it is)."""
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(codec.frame(rep))
+            if seq:
+                self.transport.write(codec.frame(auth.seal_reply(self.key, seq, codec.encode(rep),
+                                                                 bool(rep.get("ok")))))
+            else:
+                self.transport.write(codec.frame(rep))
 
     async def _worker(self) -> None:
         while True:
-            req = await self.queue.get()
-            self._reply(await self.server.handle(req, self.peer))
+            seq, req = await self.queue.get()
+            self._reply(await self.server.handle(req, self.peer), seq)
 
 
 def _summary(args: dict[str, Any]) -> list[str]:

@@ -211,6 +211,17 @@ class LocalProvider(Provider):
             err.close()
         return proc.pid
 
+    def dead_reason(self, run: RunDir, node: str) -> str | None:
+        return self._dead_reason(run, node, run.state)
+
+    def confirm_node(self, run: RunDir, node: str, ping: dict) -> None:
+        pid = run.state.get("pids", {}).get(node)
+        if pid is None or ping.get("pid") != pid:
+            raise ProviderError(f"the process answering on the node's control port (pid {ping.get('pid')}) is not "
+                                f"the one started for it (pid {pid})", node=node)
+        if not procs.alive(pid) or not procs.is_node(pid, str(run.configs_dir / f"{node}.json")):
+            raise ProviderError(f"pid {pid} is not running the node's config", node=node)
+
     def _dead_reason(self, run: RunDir, node: str, state: dict) -> str | None:
         pid = state["pids"].get(node)
         if pid is None:
@@ -242,6 +253,9 @@ class LocalProvider(Provider):
             raise ProviderError(f"{action.op}: no process recorded", node=node)
         if not procs.alive(pid):
             raise ProviderError(f"{action.op}: the node is not running", node=node)
+        if not procs.is_node(pid, str(run.configs_dir / f"{node}.json")):  # the pid was reused
+            raise ProviderError(f"{action.op}: pid {pid} is no longer this node's process (its command "
+                                f"line does not name the node's config); not signalled", node=node)
         if action.op == "crash":
             procs.kill(pid, signal.SIGKILL)
             procs.wait_gone([pid], 5.0)

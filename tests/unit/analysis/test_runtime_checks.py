@@ -150,3 +150,17 @@ def test_node_lives_unplanned_death_and_node_error_fail(spark):
     h["node_stop"] = [stop("b2", 21.0)]
     r = check_node_lives(context(spark, h, timeline=[entry("crash", ["b2"], at=6.0)]))
     assert not r.passed and r.examples[0]["node"] == "b1"
+
+
+def test_node_lives_failed_restart_fails(spark):
+    from testbed.analysis.runtime_checks import check_node_lives
+
+    h = lives_history()
+    h["node_start"] = h["node_start"][:2]  # b2 never came back
+    h["node_stop"] = [stop("b1", 21.0)]
+    tl = [entry("crash", ["b2"], at=6.0, fault=0),
+          entry("restart", ["b2"], at=8.0, fault=1, status="failed")]
+    tl[1]["error"] = "b2: exited during start-up: error: node b2: [Errno 98] address already in use"
+    r = check_node_lives(context(spark, h, timeline=tl))
+    assert not r.passed and r.violations == 1, r.examples
+    assert r.examples[0]["kind"] == "restart failed" and "address already in use" in r.examples[0]["detail"]
