@@ -118,3 +118,49 @@ def test_flood_of_3000_connections_to_each_port_of_a_broker(tmp_path):
     rej = res.metrics["rejected"]
     for ch in made:
         assert made[ch] - SLACK[ch] <= rej["by_node"]["b1"][ch] <= made[ch], rej
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+
+
+def test_pre_authentication_control_connections_hold_bounded_memory(tmp_path):
+    """Issue #32, attack 5: 200 control connections each sending most of a large first frame held
+    1 MiB each for 10 s; now at most CTL_MAX_PRE_AUTH of them are served, each at most
+    CTL_PRE_AUTH_MAX_FRAME bytes, for AUTH_TIMEOUT_S."""
+    import struct
+
+    from testbed.nodes.runtime import control
+    from testbed.testing.harness import NodeProc, make_configs
+
+    cfg = make_configs(str(tmp_path), ["a"])["a"]
+    node = NodeProc(cfg).start()
+    socks: list[socket.socket] = []
+    try:
+        node.wait_ready()
+        before = _rss_kb(node.proc.pid)
+        big = struct.pack(">I", 1024 * 1024) + b"x" * (1024 * 1024 - 1)  # a 1 MiB frame, one byte short
+        near = struct.pack(">I", control.CTL_PRE_AUTH_MAX_FRAME) + b"x" * (control.CTL_PRE_AUTH_MAX_FRAME - 1)
+        for i in range(200):
+            s = socket.create_connection(tuple(cfg["control"]), timeout=5)
+            try:
+                s.sendall(big if i % 2 else near)
+            except OSError:
+                pass  # refused and closed while sending: counted below
+            socks.append(s)
+        time.sleep(0.5)
+        grown = _rss_kb(node.proc.pid) - before
+        assert grown < 16 * 1024, f"the node grew by {grown} kB"  # was 213 MB for 200 connections
+        st = wait_for(lambda: (r := node.call("status")) and sum(r["rejected"].values()) >= 200 and r,
+                      control.AUTH_TIMEOUT_S + 10, 0.2)
+        rej = st["rejected"]
+        # each refused once: beyond the cap at accept, a 1 MiB frame before authentication at once
+        # (too-large), the rest after the timeout
+        assert rej["control:over-limit"] + rej.get("control:too-large", 0) + rej.get("control:timeout", 0) == 200, rej
+        assert rej["control:over-limit"] >= 150 and rej.get("control:too-large", 0) >= 1, rej
+        assert node.proc.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        node.kill()
