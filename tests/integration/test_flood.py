@@ -164,3 +164,48 @@ def test_pre_authentication_control_connections_hold_bounded_memory(tmp_path):
         for s in socks:
             s.close()
         node.kill()
+
+
+def test_an_exception_escaping_the_event_loop_logs_node_error_with_the_refusal_counts(tmp_path):
+    """What killed a node before #32 (select() raising on a descriptor >= 1024) escaped the loop and
+    the node exited without a word; now anything escaping it is node_error with the refusal counts."""
+    import subprocess
+    import sys
+
+    from auth_helpers import connect
+    from testbed.nodes.runtime import codec
+    from testbed.testing.harness import make_configs, read_log
+
+    cfg = make_configs(str(tmp_path), ["a"])["a"]
+    # the node, with select() made to fail as it did on a descriptor >= 1024 once a file says so
+    trap = tmp_path / "trap"
+    code = ("import os, selectors, sys\n"
+            "real = selectors.SelectSelector.select\n"
+            "def select(self, timeout=None):\n"
+            f"    if os.path.exists({str(trap)!r}):\n"
+            "        raise ValueError('filedescriptor out of range in select()')\n"
+            "    return real(self, timeout)\n"
+            "selectors.SelectSelector.select = select\n"
+            "from testbed.nodes.runtime.node_main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, cfg["_path"]], stderr=subprocess.PIPE,
+                            env={**__import__("os").environ, "TESTBED_NODE_SELECTOR": "select"})
+    try:
+        wait_for(lambda: any(e["ev"] == "node_start" for e in read_log(cfg["log_path"])), 20, 0.05)
+        for _ in range(3):  # three strangers, refused and counted
+            s, _ch = connect(cfg["control"])
+            s.sendall(codec.frame({"op": "stall"}))
+            s.close()
+        wait_for(lambda: any(e["ev"] == "conn_rejected" for e in read_log(cfg["log_path"])), 10, 0.05)
+        time.sleep(0.3)
+        trap.touch()
+        assert proc.wait(timeout=20) == 1
+        err = proc.stderr.read().decode()
+        assert "uncaught exception in the event loop" in err and "filedescriptor out of range" in err
+        last = read_log(cfg["log_path"])[-1]
+        assert last["ev"] == "node_error" and last["where"] == "the event loop", last
+        assert "select()" in last["error"] and last["rejected"] == {"control:unauthenticated": 3}, last
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
