@@ -253,3 +253,27 @@ def test_host_agent_reports_a_node_that_died_with_its_stderr(tmp_path):
     finally:
         p.stdin.close()
         assert p.wait(timeout=10) == 0  # EOF ends the agent
+
+
+def test_ansible_itself_leaves_a_template_in_an_inventory_value_as_text(tmp_path):
+    """Ansible reads the rendered inventory (local connection, no SSH): a ``{{ }}`` in a value stays
+    text, while the playbooks' own templates still use the values; numbers and booleans stay typed."""
+    import shutil
+
+    ansible = shutil.which("ansible", path=str(Path(sys.executable).parent)) or shutil.which("ansible")
+    if ansible is None:
+        pytest.fail("ansible is a dependency of the ansible extra and should be installed")
+    plan = _plan({"h1": HostPlan("h1", address="127.0.0.1", user="u")}, {"a": "h1"})
+    marker = tmp_path / "pwned"
+    inv = tmp_path / "inv.yml"
+    inv.write_text(inventory.render_inventory(plan, "run-1", "", {"h1": {
+        "tb_root": "/home/u/.testbed", "tb_image_args": ["--image", f"{{{{ lookup('pipe', 'touch {marker}') }}}}"],
+        "tb_x": {"k": "{{ 7 * 7 }}"}}}))
+    r = subprocess.run([ansible, "h1", "-i", str(inv), "-c", "local", "-m", "debug", "-a",
+                        "msg={{ [tb_image_args, tb_x, tb_root ~ '/code', tb_nodes, tb_become, ansible_port] | to_json }}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(json.loads(r.stdout[r.stdout.index("{"):])["msg"])
+    assert out == [["--image", f"{{{{ lookup('pipe', 'touch {marker}') }}}}"], {"k": "{{ 7 * 7 }}"},
+                   "/home/u/.testbed/code", ["a"], False, 22]
+    assert not marker.exists()
