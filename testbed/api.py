@@ -426,8 +426,9 @@ def _execute_now(rd: RunDir, actions, progress: Progress) -> list[dict[str, Any]
             e["injected"] = True
             entries.append(e)
             progress(f"{a.op} {' '.join(a.target) or ''}: {e['status']}" + (f" ({e['error']})" if e["error"] else ""))
-        if any(a.op == "restart" for a in actions):
-            controls.wait_ready([a.target[0] for a in actions if a.op == "restart"], 30.0)
+        restarted = [a.target[0] for a, e in zip(actions, entries) if a.op == "restart" and e["status"] == "done"]
+        if restarted:  # confirmed by execute; a failed restart is in its entry, not waited for again
+            controls.wait_ready(restarted, 30.0)
             time.sleep(0.2)
     finally:
         controls.close()

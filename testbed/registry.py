@@ -224,7 +224,7 @@ def _exists(module: str) -> bool:
 def builtin_names() -> list[str]:
     """Every package ``testbed/protocols/<p>/`` (names starting with ``_`` excluded)."""
     return sorted(m.name for m in pkgutil.iter_modules([str(BUILTIN_DIR)])
-                  if m.ispkg and not m.name.startswith("_") and NAME_RE.match(m.name))
+                  if m.ispkg and not m.name.startswith("_") and NAME_RE.fullmatch(m.name))
 
 
 def _builtin(name: str) -> Protocol:
@@ -240,7 +240,7 @@ def _builtin(name: str) -> Protocol:
 def describe(name: str, obj: Any, source: str) -> Protocol:
     """The Protocol a package (built-in, or an entry point's object) describes (see the module
     docstring): each part the module it names, else the convention under the package."""
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ProtocolError(f"{source}: protocol name {name!r} must match {NAME_RE.pattern}")
     base = obj.__name__ if isinstance(obj, ModuleType) else getattr(obj, "__module__", None)
     is_pkg = isinstance(obj, ModuleType) and hasattr(obj, "__path__")

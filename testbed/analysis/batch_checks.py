@@ -36,7 +36,7 @@ from testbed.analysis.context import AnalysisContext
 from testbed.analysis.metrics import latencies, latency_stats, metrics_of, per_second_series
 
 BY = ("run_id",)
-RUNTIME = {R.check_control_provenance: "control_provenance"}
+RUNTIME = {R.check_control_provenance: "control_provenance", R.check_node_lives: "node_lives"}
 
 
 @dataclass(frozen=True)
@@ -156,9 +156,13 @@ class Batch:
         quiet: dict[str, list] = {}
         for r in R.silences(self.df("cpu"), self.df("node_start"), by=BY).orderBy("run_id", "from_s").collect():
             quiet.setdefault(r["run_id"], []).append(r)
+        marks: dict[str, list] = {}
+        for r in R.life_marks(self.df("node_start"), self.df("node_stop"), self.df("node_error"), BY).collect():
+            marks.setdefault(r["run_id"], []).append(r)
         for rid, c in self.ctxs.items():
             self.results[rid]["control_provenance"] = R.control_provenance_of(
                 c.manifest, c.plan, changes.get(rid, []), quiet.get(rid, []))
+            self.results[rid]["node_lives"] = R.node_lives_of(c.manifest, c.plan, marks.get(rid, []))
 
     # -- metrics ------------------------------------------------------------------------------
     def _metrics(self) -> None:

@@ -10,7 +10,9 @@ The logs are streamed per file in blocks (``INGEST_THREADS`` converted at once, 
 under ``analysis/parquet/<ev>/`` of the run with ``_ingest.json`` (t0, the inputs' fingerprint, the
 report): :func:`ensure_parquet` makes it when missing or stale. A killed node can leave a torn last
 line; every line that is not a JSON object with the common fields is counted (per file, with a few
-examples) and dropped, never fatal. Event types missing from the registry are counted too.
+examples) and dropped, never fatal -- so is a line any step cannot decode (whatever it raises: deep
+nesting, a ``t`` beyond 64 bits) and a line whose ``node`` is not its file's (``b1.jsonl`` holds b1's
+events only). Event types missing from the registry are counted too.
 
 Every event row gets ``host`` and ``site`` (from plan.json) and ``t_corr`` (the wall clock corrected
 by the manifest clock offset of its host: ``t - offset_ns``). The Spark side (reading the Parquet,
@@ -157,7 +159,7 @@ def _fast_json(data: list[bytes], schema):
         tbl = pj.read_json(pa.BufferReader(b"\n".join(data)),
                            read_options=pj.ReadOptions(use_threads=True, block_size=4 << 20),
                            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowException):
         return None
     return tbl if tbl.num_rows == len(data) else None
 _ENCODE = None
@@ -392,13 +394,34 @@ class _Converter:
             self.t_min = c.t_min
 
     def block(self, fname: str, block: bytes) -> None:
+        lines = [x for x in block.split(b"\n") if x.strip()]
+        if lines:
+            self._guarded(fname, lines)
+
+    def _guarded(self, fname: str, lines: list[bytes]) -> None:
+        """:meth:`_lines` on a converter of its own, merged only if it finished: a line that makes
+        any step raise (deep nesting: RecursionError; a number beyond 64 bits: OverflowError; any
+        other exception) is found by halving and counted malformed, the rest converted as usual."""
+        c = self.for_block()
+        try:
+            c._lines(fname, lines)
+        except Exception:  # noqa: BLE001 - one crafted line must not stop the analysis
+            if len(lines) == 1:
+                c = self.for_block()
+                c.report.lines += 1
+                c._malformed(fname, lines)
+            else:
+                mid = len(lines) // 2
+                self._guarded(fname, lines[:mid])
+                self._guarded(fname, lines[mid:])
+                return
+        self.merge(c)
+
+    def _lines(self, fname: str, lines: list[bytes]) -> None:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        lines = [x for x in block.split(b"\n") if x.strip()]
-        if not lines:
-            return
         self.report.lines += len(lines)
         tbl = _fast_json(lines, self.union)
         if tbl is None:
@@ -406,6 +429,9 @@ class _Converter:
             return
         bad = pc.or_kleene(pc.or_kleene(pc.is_null(tbl.column("t")), pc.is_null(tbl.column("node"))),
                            pc.is_null(tbl.column("ev")))
+        own = _file_node(fname)
+        if own is not None:  # a line of b1's log that claims to be b2's is not counted for b2
+            bad = pc.or_kleene(bad, pc.not_equal(tbl.column("node"), own))
         if pc.any(bad).as_py():
             bad_np = bad.to_numpy(zero_copy_only=False)
             self._malformed(fname, [lines[i] for i in np.flatnonzero(bad_np)])
@@ -480,16 +506,17 @@ class _Converter:
                     d = json.loads(x)
                 except ValueError:
                     d = None
-                if not isinstance(d, dict) or type(d.get("t")) is not int or d.get("node") is None \
-                        or d.get("ev") is None:
+                if not isinstance(d, dict) or type(d.get("t")) is not int or not -(1 << 63) <= d["t"] < (1 << 63) \
+                        or d.get("node") is None or d.get("ev") is None:
                     t.append(None), m.append(None), node.append(None), ev.append(None), objs.append(None)
                     continue
                 t.append(d["t"]), m.append(convert(d.get("m"), "int"))
                 node.append(_to_text(d["node"])), ev.append(_to_text(d["ev"])), objs.append(d)
         groups: dict[str, list[int]] = {}
         bad: list[int] = []
+        own = _file_node(fname)
         for i, e in enumerate(ev):
-            if e is None or t[i] is None or node[i] is None:
+            if e is None or t[i] is None or node[i] is None or (own is not None and node[i] != own):
                 bad.append(i)
             else:
                 groups.setdefault(e, []).append(i)
@@ -566,6 +593,11 @@ class _Converter:
 
 
 INGEST_THREADS = 3
+
+
+def _file_node(fname: str) -> str | None:
+    """The node whose log ``fname`` is (``<node>.jsonl``), or None for another name."""
+    return fname[:-len(".jsonl")] if fname.endswith(".jsonl") and len(fname) > len(".jsonl") else None
 
 
 def _convert_threaded(conv: "_Converter", logs: list[Path], threads: int) -> None:

@@ -9,6 +9,12 @@
   line for ``SILENCE_S`` while its process lived on, as a paused (SIGSTOP) process does --
   must be explained by a pause, crash or restart of that node. Either unexplained is a
   violation: the run's results may be wrong (e.g. a broker stalled by someone else).
+* ``node_lives`` (a check): every process life of a node (from its ``node_start``) ends with
+  a graceful ``node_stop``, or is ended by a crash or restart of that node in the manifest's
+  timeline; a ``node_error`` (an exception in protocol code or escaping the runtime's loop)
+  or a life that just ends (killed by the kernel, by someone else) is a violation, never
+  counted as a fault's loss; so is a restart the timeline records as failed (the node stayed
+  down: e.g. its ports were taken while it was down, and nothing answered for it).
 * :func:`rejected_summary`: refused or malformed connections and control requests per node
   and channel (``conn_rejected`` counts); the report shows them, with a warning at its top
   when any control request was refused.
@@ -134,7 +140,68 @@ def control_provenance_of(manifest: dict[str, Any], plan: dict[str, Any], change
         details={"state_changes": len(changes), "by_origin": by_origin, "unexplained": len(bad)})
 
 
-CHECKS = [check_control_provenance]
+LIFE_ENDERS = ("crash", "restart")
+
+
+def life_marks(node_start: DataFrame, node_stop: DataFrame, node_error: DataFrame,
+               by: tuple[str, ...] = ()) -> DataFrame:
+    """-> [*by, node, mark (start|stop|error), t_rel_s, detail]: the marks of the nodes' process lives."""
+    return (node_start.select(*by, "node", F.lit("start").alias("mark"), "t_rel_s", F.lit("").alias("detail"))
+            .unionByName(node_stop.select(*by, "node", F.lit("stop").alias("mark"), "t_rel_s",
+                                          F.col("reason").alias("detail")))
+            .unionByName(node_error.select(*by, "node", F.lit("error").alias("mark"), "t_rel_s",
+                                           F.col("error").alias("detail"))))
+
+
+def check_node_lives(ctx: AnalysisContext) -> CheckResult:
+    marks = life_marks(ctx.df("node_start"), ctx.df("node_stop"), ctx.df("node_error")).collect()
+    return node_lives_of(ctx.manifest, ctx.plan, marks)
+
+
+def node_lives_of(manifest: dict[str, Any], plan: dict[str, Any], marks: list) -> CheckResult:
+    """The check's verdict from one run's collected :func:`life_marks` (plain Python, shared by the batch)."""
+    entries = [e for e in timeline_entries(manifest, plan) if e["op"] in LIFE_ENDERS and e["nodes"] is not None]
+    by_node: dict[str, list] = {}
+    for r in marks:
+        by_node.setdefault(r["node"], []).append(r)
+    order = {"start": 0, "error": 1, "stop": 2}
+    bad: list[dict[str, Any]] = []
+    lives = 0
+    for node, rs in sorted(by_node.items()):
+        rs.sort(key=lambda r: (r["t_rel_s"] if r["t_rel_s"] is not None else float("-inf"), order[r["mark"]]))
+        starts = [i for i, r in enumerate(rs) if r["mark"] == "start"]
+        lives += len(starts)
+        for r in rs:
+            if r["mark"] == "error":
+                bad.append({"node": node, "kind": "node_error", "t_s": _r3(r["t_rel_s"]),
+                            "detail": str(r["detail"])[:200]})
+        for k, i in enumerate(starts):
+            end = starts[k + 1] if k + 1 < len(starts) else len(rs)
+            life = rs[i + 1:end]
+            if any(r["mark"] in ("stop", "error") for r in life):
+                continue  # stopped gracefully, or its error is a violation already
+            t0 = rs[i]["t_rel_s"] if rs[i]["t_rel_s"] is not None else float("-inf")
+            t1 = rs[end]["t_rel_s"] if end < len(rs) and rs[end]["t_rel_s"] is not None else float("inf")
+            if not any(node in e["nodes"] and t0 - TOLERANCE_S <= e["at_s"] <= t1 + TOLERANCE_S for e in entries):
+                bad.append({"node": node, "kind": "ended without node_stop", "t_s": _r3(rs[i]["t_rel_s"]),
+                            "detail": "no crash or restart of this node in the timeline explains it"})
+    for e in list(manifest.get("timeline") or []) + list(manifest.get("injected") or []):
+        if e.get("op") == "restart" and e.get("status") == "failed":  # the node stayed down
+            for node in e.get("target") or []:
+                bad.append({"node": str(node), "kind": "restart failed", "t_s": _r3(e.get("actual_s")),
+                            "detail": str(e.get("error") or "")[:200]})
+    return CheckResult(
+        name="node_lives", passed=not bad, violations=len(bad), examples=bad[:MAX_EXAMPLES],
+        description="every node process stops gracefully or by a planned crash/restart (no node_error, "
+                    "no unexplained death)",
+        details={"lives": lives, "nodes": len(by_node), "unplanned": len(bad)})
+
+
+def _r3(t: Any) -> float | None:
+    return None if t is None else round(float(t), 3)
+
+
+CHECKS = [check_control_provenance, check_node_lives]
 
 
 def checks_of(plan: dict[str, Any], manifest: dict[str, Any]) -> list:

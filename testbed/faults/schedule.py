@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 OnEvent = Callable[[dict[str, Any]], None]
 
 DRAIN_S = 2.0  # after the workload: time for in-flight messages before logs are collected
+RESTART_READY_S = 30.0  # a restarted node must answer (authenticated) within this
 FINISH_POLL_S = 0.5  # how often the controller asks the nodes whether their work is done
 
 
@@ -430,15 +431,28 @@ class ScheduleRunner:
                 self.down_nodes.add(node)
                 self.links.stalled.discard(node)  # a crash loses what a stall held
         elif a.op == "restart":
+            self._confirm_restart(node)  # a ProviderError: the restart is recorded as failed
             with self._lock:
                 self.down_nodes.discard(node)
             threading.Thread(target=self._after_restart, args=(node,), daemon=True).start()
 
+    def _confirm_restart(self, node: str) -> None:
+        """The restarted process is the node: it is alive, answers an authenticated ping (only a
+        holder of the run secret can seal the reply) naming this node and run, and the provider
+        recognises it as the process it started (pid, config). Raises ProviderError otherwise
+        (e.g. its ports were taken while it was down and it exited)."""
+        self.controls.refresh(self.run.deployment())  # the provider may have moved its endpoint
+        self.controls.wait_ready([node], timeout=RESTART_READY_S,
+                                 alive=lambda n: self.provider.dead_reason(self.run, n))
+        ping = self.controls.call(node, "ping")
+        if ping.get("node") != node or ping.get("run") != self.deployment.run_id:
+            raise ProviderError(f"restart: the process answering is {ping.get('node')!r} of run "
+                                f"{ping.get('run')!r}", node=node)
+        self.provider.confirm_node(self.run, node, ping)
+
     def _after_restart(self, node: str) -> None:
-        """Once the restarted node answers: give it the current link state and the workload."""
+        """Once the restarted node answered: give it the current link state and the workload."""
         try:
-            self.controls.refresh(self.run.deployment())  # the provider may have moved its endpoint
-            self.controls.wait_ready([node], timeout=30.0)
             for op, args in self.links.restore_calls(node):
                 self.controls.call(node, op, **args)
             if self.t0_wall_ns is not None:

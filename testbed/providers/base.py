@@ -85,6 +85,16 @@ class Provider(ABC):
         (local, docker bind mounts) or collects (ansible) the logs."""
         return str(run.logs_dir / f"{node}.jsonl")
 
+    def dead_reason(self, run: "RunDir", node: str) -> str | None:
+        """Why the node's process is gone (its last words), or None while it runs or when the
+        provider cannot tell. Used while waiting for a restarted node to answer."""
+        return None
+
+    def confirm_node(self, run: "RunDir", node: str, ping: dict) -> None:
+        """Raise ProviderError unless the process that answered ``ping`` (an authenticated reply:
+        it holds the run secret) is the one this provider started for ``node`` (e.g. its pid).
+        Default: the authenticated reply naming the node and run is the proof."""
+
     def warm_up(self, run: "RunDir") -> None:
         """Open what process faults will need (e.g. SSH sessions) before the schedule starts,
         so no connection set-up sits on a fault's critical path. Default: nothing to open."""

@@ -98,7 +98,7 @@ class Controls:
         if c is None:
             ep = self.deployment.endpoints[node]
             c = ControlClient(ep.control[0], ep.control[1], timeout=self.timeout, secret=self.secret,
-                              origin=self.origin, run_id=self.deployment.run_id)
+                              origin=self.origin, run_id=self.deployment.run_id, node=node)
             self._clients[node] = c
         return c
 
@@ -143,7 +143,7 @@ class Controls:
                 ep = self.deployment.endpoints[node]
                 try:
                     c = ControlClient(ep.control[0], ep.control[1], timeout=1.0, secret=self.secret,
-                                      origin=self.origin, run_id=self.deployment.run_id)
+                                      origin=self.origin, run_id=self.deployment.run_id, node=node)
                     c.call("ping")
                     self._clients[node] = c
                     pending.discard(node)

@@ -82,7 +82,9 @@ class RunDir:
     @classmethod
     def create(cls, root: Path, run_id: str) -> "RunDir":
         path = root / run_id
-        path.mkdir(parents=True, exist_ok=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=False)
+        os.chmod(path, 0o700)  # whatever the umask: logs, configs and the secret are the run's alone
         rd = cls(path)
         for d in (rd.logs_dir, rd.configs_dir, rd.state_root):
             d.mkdir()

@@ -74,7 +74,7 @@ class NodeProc:
         self._env = env
         self.proc: subprocess.Popen | None = None
         self.ctl = ControlClient(cfg["control"][0], cfg["control"][1], timeout=5.0,
-                                 secret=bytes.fromhex(cfg["secret"]))
+                                 secret=bytes.fromhex(cfg["secret"]), node=cfg["node"])
 
     def start(self) -> "NodeProc":
         env = dict(os.environ)

@@ -141,6 +141,8 @@ def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float
     if unknown_event:
         log("b1", 1.0, "mystery_event", x=1)
     log("b1", duration_s + 1, "link_set", peer="b2", spec={"delay_ms": 1.0, "loss": 0.0})
+    for n in plan.nodes:  # a graceful stop ends every log, as `down` leaves it (node_lives checks it)
+        log(n, duration_s + 2, "node_stop", reason="shutdown")
     n_events = 0
     torn_line = '{"t": 1, "m": 2, "node": "b2", "ev": "broker_tab'  # killed mid-write
     for node, rows in logs.items():

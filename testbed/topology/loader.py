@@ -193,7 +193,7 @@ def _partial(data: CommentedMap) -> S.Topology:
         if key in sections:
             if isinstance(raw, dict):
                 fields[key] = {k: v for k, v in ((k, _try(sections[key], v)) for k, v in raw.items())
-                               if isinstance(k, str) and S.NAME_RE.match(k) and v is not None}
+                               if isinstance(k, str) and S.NAME_RE.fullmatch(k) and v is not None}
         elif key == "faults":
             if isinstance(raw, list):
                 fields[key] = [_try(S.Fault, f) for f in raw]

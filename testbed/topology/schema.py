@@ -39,7 +39,7 @@ PROVIDERS = ("local", "docker", "ansible")
 
 
 def _check_name(v: str) -> str:
-    if not NAME_RE.match(v):
+    if not NAME_RE.fullmatch(v):
         raise ValueError(
             f"{v!r} is not a valid name: use lowercase letters, digits and '-', starting with a letter"
         )

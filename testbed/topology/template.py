@@ -3,6 +3,18 @@
 Undefined variables are errors (``StrictUndefined``) except in the lenient first pass that
 reads the ``sweep:`` grid; every Jinja2 error becomes a :class:`~testbed.errors.TopologyError`
 located at its template line.
+
+Templates run in Jinja2's ``ImmutableSandboxedEnvironment``. A template may still: use its
+variables (``--set``, the sweep point), Jinja2's expressions, filters, tests, loops, macros
+and the globals ``range``, ``dict``, ``lipsum``, ``cycler``, ``joiner``, ``namespace``;
+call the public methods of plain values that do not change them (``"a".upper()``,
+``d.items()``); include or import files from the topology file's own directory and below
+(``{% include "parts/x.yaml" %}``; ``..`` is refused). It may not: reach any attribute
+starting with ``_`` (``cycler.__init__.__globals__`` ...), so not ``os``, ``open`` or any
+module; change a list or dict in place (``l.append``); read files outside its directory.
+A refused access is a one-line error at the template line ("refused by the template
+sandbox"). A template can still be slow (``range(10**9)`` is capped at 100,000 items by the
+sandbox, but nested loops are not): render untrusted topologies with a time limit.
 """
 
 from __future__ import annotations
@@ -13,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.sandbox
 
 from testbed.errors import TopologyError
 
@@ -34,7 +47,7 @@ class _LenientUndefined(jinja2.ChainableUndefined):
 
 
 def _environment(path: Path, undefined: type[jinja2.Undefined]) -> jinja2.Environment:
-    return jinja2.Environment(
+    return jinja2.sandbox.ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(path.parent)),
         undefined=undefined,
         keep_trailing_newline=True,
@@ -72,6 +85,9 @@ def render_text(path: str | Path, set_vars: dict[str, Any] | None = None,
     except jinja2.TemplateSyntaxError as e:
         where = display if not e.filename or e.filename == "<template>" or Path(e.filename) == path else e.filename
         raise TopologyError.single(where, e.lineno or 0, 1, "", f"template syntax error: {e.message}") from None
+    except jinja2.sandbox.SecurityError as e:
+        raise TopologyError.single(display, _template_line(e, "<template>"), 1, "",
+                                   f"refused by the template sandbox: {e}") from None
     except jinja2.TemplateNotFound as e:
         raise TopologyError.single(display, _template_line(e, "<template>") or 0, 1, "",
                                    f"template include not found: {e.name}") from None

@@ -58,7 +58,7 @@ def _text(value: Any, what: str, allowed: str, example: str) -> str:
 
 def _scaled(text: str, what: str, allowed: str, pattern: re.Pattern, units: dict[str, float], example: str) -> float:
     """A number with one of ``units`` (matched by ``pattern``: number, unit), in the base unit."""
-    m = pattern.match(text)
+    m = pattern.fullmatch(text)
     if not m:
         raise ValueError(f"{text!r} is not a {what}; use a number with one of the units {allowed} (e.g. {example})")
     return float(m.group(1)) * units[m.group(2)]
@@ -94,7 +94,7 @@ def parse_rate(value: Any) -> float:
     """``"25/s"`` -> 25.0 (per second). Must be positive."""
     allowed = "N/s"
     text = _text(value, "rate", allowed, "/s")
-    m = _RATE_RE.match(text)
+    m = _RATE_RE.fullmatch(text)
     if not m:
         raise ValueError(f"{text!r} is not a rate; write it as N/s (e.g. 25/s)")
     n = float(m.group(1))
@@ -118,7 +118,7 @@ def parse_link_rate(value: Any) -> int:
 def parse_loss(value: Any) -> float:
     """``"0.1%"`` -> 0.001 (fraction). 0% .. 100%."""
     text = _text(value, "loss", "%", "%")
-    m = _LOSS_RE.match(text)
+    m = _LOSS_RE.fullmatch(text)
     if not m:
         raise ValueError(f"{text!r} is not a loss; write it as a percentage (e.g. 0.1%)")
     pct = float(m.group(1))

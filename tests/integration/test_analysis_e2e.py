@@ -36,8 +36,8 @@ def test_analyze_synthetic_run_end_to_end(spark, tmp_path):
 
     # checks: the injected duplicate fails its check; the stall losses are attributed, not violations
     by = {c.name: c for c in res.checks}
-    assert set(by) == {"no_duplicates", "filter_match", "fifo", "completeness", "control_provenance"}
-    assert by["control_provenance"].passed  # the runtime-wide check, for every protocol
+    assert set(by) == {"no_duplicates", "filter_match", "fifo", "completeness", "control_provenance", "node_lives"}
+    assert by["control_provenance"].passed and by["node_lives"].passed  # the runtime-wide checks, for every protocol
     assert not res.ok
     assert not by["no_duplicates"].passed and by["no_duplicates"].violations == 1
     assert by["no_duplicates"].examples[0]["client"] == "locs-0"
@@ -191,7 +191,7 @@ def test_other_protocol_runs_generic_parts_and_its_registered_checks_and_figures
 
     res = analyze(syn.path, spark=spark, progress=lambda s: None)
     by = {c.name: c for c in res.checks}
-    assert set(by) == {"publishes_counted", "broken", "control_provenance"}  # + the runtime-wide check
+    assert set(by) == {"publishes_counted", "broken", "control_provenance", "node_lives"}  # + the runtime-wide checks
     assert by["publishes_counted"].passed and by["publishes_counted"].details["publishes"] == syn.publications
     assert not by["broken"].passed and by["broken"].details["error"] == "RuntimeError: boom"
     assert not res.ok

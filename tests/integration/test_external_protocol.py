@@ -215,7 +215,7 @@ def test_external_protocol_is_installed_run_checked_and_analysed(venv):
     assert cfg["protocol"] == "extproto" and cfg["node_class"] == "extproto.nodes.ticker:Ticker"
     checks = json.loads((run_dir / "analysis" / "checks.json").read_text())["checks"]
     by = {c["name"]: c for c in checks}
-    assert set(by) == {"ticks_arrive", "control_provenance"}  # its own check + the runtime-wide one
+    assert set(by) == {"ticks_arrive", "control_provenance", "node_lives"}  # its own check + the runtime-wide ones
     c = by["ticks_arrive"]
     assert c["passed"] and c["violations"] == 0 and by["control_provenance"]["passed"]
     assert (run_dir / "analysis" / "report.md").is_file()

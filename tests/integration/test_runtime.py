@@ -226,7 +226,7 @@ def test_set_links_applies_to_later_messages(tmp_path):
 def test_control_ops_and_errors(tmp_path):
     with cluster(tmp_path, ["a", "b"]) as ps:
         a = ps["a"]
-        assert a.call("ping") == {"ok": True, "node": "a"}
+        assert a.call("ping") == {"ok": True, "node": "a", "run": a.cfg["run_id"], "pid": a.proc.pid}
         c = a.call("clock")
         assert abs(c["wall_ns"] - time.time_ns()) < 5e9 and c["mono_ns"] > 0
         st = a.call("status")

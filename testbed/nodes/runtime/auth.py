@@ -22,6 +22,15 @@ HMAC(K, seq as 8 bytes | body)}`` with ``seq`` = 1, 2, 3 ... on the
 connection: a frame replayed on the same connection repeats a ``seq``, one
 replayed on another connection fails its MAC (another nonce). Refused
 requests change nothing; the connection is closed after the reply.
+
+Replies are sealed the same way: ``{"ok", "seq": n, "body": msgpack(reply),
+"mac": HMAC(K, "reply" | n as 8 bytes | body)}`` with the ``seq`` of the
+request answered, so a reply proves that whoever answers holds the run secret
+(a process squatting on a crashed node's port cannot answer for it) and belongs
+to this request. The client refuses a reply with a bad MAC or another ``seq``,
+and a challenge that names another node than the one it meant to reach. Only a
+refusal (``ok: false``, ``refused: ...``) to a request the node could not
+authenticate travels unsealed; a client takes it as an error.
 """
 
 from __future__ import annotations
@@ -140,6 +149,30 @@ def request_mac(key: bytes, seq: int, body: bytes) -> bytes:
 def seal_request(key: bytes, seq: int, body: bytes) -> dict[str, Any]:
     """The envelope of one control request (``body`` is the msgpack of the request map)."""
     return {"seq": seq, "body": body, "mac": request_mac(key, seq, body)}
+
+
+def reply_mac(key: bytes, seq: int, body: bytes) -> bytes:
+    return hmac.new(key, b"reply" + _SEQ.pack(seq) + body, hashlib.sha256).digest()
+
+
+def seal_reply(key: bytes, seq: int, body: bytes, ok: bool) -> dict[str, Any]:
+    """The envelope of the reply to request ``seq`` (``body``: the msgpack of the reply map;
+    ``ok`` repeated outside for readers of raw frames, the body's is authoritative)."""
+    return {"ok": ok, "seq": seq, "body": body, "mac": reply_mac(key, seq, body)}
+
+
+def open_reply(key: bytes, seq: int, env: Any) -> bytes:
+    """The body of a valid reply to request ``seq``; AuthError otherwise."""
+    if not isinstance(env, dict):
+        raise AuthError("malformed", "reply is not a map")
+    body, mac = env.get("body"), env.get("mac")
+    if not isinstance(body, (bytes, bytearray)) or not isinstance(mac, (bytes, bytearray)):
+        raise AuthError("unauthenticated", "unauthenticated reply (not from a node holding the run secret)")
+    if env.get("seq") != seq:
+        raise AuthError("replay", f"reply to request {env.get('seq')!r:.20}, not {seq}")
+    if not hmac.compare_digest(bytes(mac), reply_mac(key, seq, bytes(body))):
+        raise AuthError("bad-mac", "reply with a bad MAC (not from a node holding the run secret)")
+    return bytes(body)
 
 
 def open_request(key: bytes, last_seq: int, env: Any) -> tuple[int, bytes]:

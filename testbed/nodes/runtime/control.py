@@ -15,6 +15,14 @@ secret and that nonce, with ``seq`` increasing on the connection. A request
 that is unauthenticated, carries a bad MAC or replays a ``seq`` is refused with
 ``{"ok": false, "error": "refused: ..."}``, changes nothing, is counted and
 logged (``conn_rejected``, rate-limited), and the connection is closed.
+Every other reply is sealed with the connection's key and the request's ``seq``
+(:func:`auth.seal_reply`): a process that is not the node cannot answer for it.
+
+Before its first valid request a connection may send frames of at most
+``CTL_PRE_AUTH_MAX_FRAME`` bytes and must send that request within
+``AUTH_TIMEOUT_S``; at most ``CTL_MAX_PRE_AUTH`` such connections and
+``CTL_MAX_CONNS`` connections in all are served at once, one more is closed at
+accept and counted (``over-limit``).
 
 Every applied op other than the read-only ``ping``, ``clock`` and ``status`` is
 logged as ``ctl_applied`` with its ``origin`` (the request's ``origin`` field:
@@ -57,7 +65,7 @@ class ControlOps:
         self.rt = rt
 
     def ping(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"node": self.rt.name}
+        return {"node": self.rt.name, "run": self.rt.run_id, "pid": os.getpid()}
 
     def clock(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"wall_ns": time.time_ns(), "mono_ns": time.monotonic_ns()}
@@ -179,15 +187,18 @@ BUILTIN_OPS = ("ping", "clock", "status", "set_links", "cut", "heal", "partition
                "stall", "unstall", "start", "stop_workload", "shutdown")
 READ_ONLY_OPS = ("ping", "clock", "status")
 ORIGINS = ("schedule", "inject", "housekeeping")
-AUTH_TIMEOUT_S = 10.0  # a connection that sends no valid request in this time is closed
-CTL_MAX_FRAME = 1024 * 1024
+AUTH_TIMEOUT_S = 3.0  # a connection that sends no valid request in this time is closed
+CTL_MAX_FRAME = 1024 * 1024  # once the connection has sent one valid request
+CTL_PRE_AUTH_MAX_FRAME = 64 * 1024  # until then (a set_links for a few hundred peers fits)
+CTL_MAX_PRE_AUTH = 8  # control connections at once without a valid request yet
+CTL_MAX_CONNS = 32  # control connections at once
 
 
 class _CtlProtocol(asyncio.Protocol):
     def __init__(self, server: "ControlServer") -> None:
         self.server = server
-        self.decoder = FrameDecoder(CTL_MAX_FRAME)
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.decoder = FrameDecoder(CTL_PRE_AUTH_MAX_FRAME)
+        self.queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
         self.peer = "?"
@@ -202,6 +213,15 @@ class _CtlProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.peer = auth.peer_name(transport)
         rt = self.server.rt
+        srv = self.server
+        if srv.pre_auth >= CTL_MAX_PRE_AUTH or len(srv.conns) >= CTL_MAX_CONNS:
+            self.refused = True
+            rt.reject("control", self.peer, "over-limit",
+                      f"{len(srv.conns)} control connections ({srv.pre_auth} before a valid request; "
+                      f"caps {CTL_MAX_CONNS}, {CTL_MAX_PRE_AUTH})")
+            transport.abort()
+            return
+        srv.pre_auth += 1
         self.key = auth.control_key(rt.secret, rt.run_id, rt.name, self.nonce)
         transport.write(codec.frame({"k": "challenge", "nonce": self.nonce, "node": rt.name,  # type: ignore[attr-defined]
                                      "run": rt.run_id}))
@@ -233,11 +253,14 @@ class _CtlProtocol(asyncio.Protocol):
             for p in self.decoder.feed(data):
                 env = codec.decode(p)
                 self.last_seq, body = auth.open_request(self.key, self.last_seq, env)
+                if self.decoder.max_frame != CTL_MAX_FRAME:  # the first valid request
+                    self.decoder.max_frame = CTL_MAX_FRAME
+                    self.server.pre_auth -= 1
                 req = codec.decode(body)
                 if self.timer is not None:
                     self.timer.cancel()
                     self.timer = None
-                self.queue.put_nowait(req)
+                self.queue.put_nowait((self.last_seq, req))
         except auth.AuthError as e:
             self.refuse(e.reason, str(e))
         except FrameError as e:
@@ -249,21 +272,30 @@ class _CtlProtocol(asyncio.Protocol):
             self.refused = True
             self.server.rt.reject("control", self.peer, "incomplete",
                                   f"closed after {self.pre_auth_bytes} bytes without a complete request")
-        self.server.conns.discard(self)
+        if self in self.server.conns:
+            self.server.conns.discard(self)
+            if self.decoder.max_frame != CTL_MAX_FRAME:
+                self.server.pre_auth -= 1
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         if self.task is not None:
             self.task.cancel()
 
-    def _reply(self, rep: dict[str, Any]) -> None:
+    def _reply(self, rep: dict[str, Any], seq: int = 0) -> None:
+        """Write a reply: sealed with the connection's key and the request's ``seq`` (``seq`` 0:
+        a refusal of a request that was not authenticated, sent as it is)."""
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(codec.frame(rep))
+            if seq:
+                self.transport.write(codec.frame(auth.seal_reply(self.key, seq, codec.encode(rep),
+                                                                 bool(rep.get("ok")))))
+            else:
+                self.transport.write(codec.frame(rep))
 
     async def _worker(self) -> None:
         while True:
-            req = await self.queue.get()
-            self._reply(await self.server.handle(req, self.peer))
+            seq, req = await self.queue.get()
+            self._reply(await self.server.handle(req, self.peer), seq)
 
 
 def _summary(args: dict[str, Any]) -> list[str]:
@@ -286,6 +318,7 @@ class ControlServer:
         self.ops = ControlOps(rt)
         self.server: asyncio.AbstractServer | None = None
         self.conns: set[_CtlProtocol] = set()
+        self.pre_auth = 0  # connections without a valid request yet
 
     async def listen(self, host: str, port: int) -> None:
         self.server = await self.rt.loop.create_server(lambda: _CtlProtocol(self), host, port,

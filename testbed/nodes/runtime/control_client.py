@@ -13,7 +13,10 @@ the wire codec (msgpack).
 Each connection starts with the node's challenge nonce; every request is sealed
 with the run secret (:mod:`auth`: HMAC over a per-connection sequence number
 and the request) and carries ``origin`` (who asks: ``schedule``, ``inject`` or
-``housekeeping``), which the node logs with every applied op.
+``housekeeping``), which the node logs with every applied op. Replies must be
+sealed with the connection's key and the request's sequence number (a process
+squatting on a crashed node's port cannot answer for it: ConnectionError), and
+with ``node`` given, a challenge naming another node is refused.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from testbed.nodes.runtime.framing import FrameDecoder, FrameError
 
 class ControlClient:
     def __init__(self, host: str, port: int, timeout: float = 5.0, *, secret: bytes,
-                 origin: str = "housekeeping", run_id: str | None = None) -> None:
+                 origin: str = "housekeeping", run_id: str | None = None, node: str | None = None) -> None:
         self.host = host
         self.port = int(port)
         self.timeout = timeout
         self.secret = secret
         self.origin = origin
         self.run_id = run_id  # when given, a node of another run is refused
+        self.expect_node = node  # when given, a challenge naming another node is refused
         self._sock: socket.socket | None = None
         self._dec = FrameDecoder()
         self._replies: list[bytes] = []
@@ -62,6 +66,9 @@ class ControlClient:
                     raise auth.AuthError("malformed", "challenge without node/run")
                 if self.run_id is not None and run != self.run_id:
                     raise auth.AuthError("other-run", f"node {node!r} is in run {run!r}, not {self.run_id!r}")
+                if self.expect_node is not None and node != self.expect_node:
+                    raise auth.AuthError("other-node", f"the challenge names node {node!r:.80}, "
+                                                       f"not {self.expect_node!r}")
             except (auth.AuthError, FrameError) as e:
                 self.close()
                 raise ConnectionError(f"control {self.host}:{self.port}: {e}") from None
@@ -116,8 +123,14 @@ class ControlClient:
             self.close()
             raise ConnectionError(f"control {self.host}:{self.port}: {e.strerror or e}") from None
         try:
-            rep = codec.decode(payload)
-        except FrameError as e:
+            env = codec.decode(payload)
+            if isinstance(env, dict) and env.get("ok") is False and "body" not in env:
+                rep = env  # a refusal of a request the node could not authenticate: an error either way
+            else:
+                rep = codec.decode(auth.open_reply(self._key, self._seq, env))
+                if not isinstance(rep, dict):
+                    raise auth.AuthError("malformed", "reply is not a map")
+        except (FrameError, auth.AuthError) as e:
             self.close()
             raise ConnectionError(f"control {self.host}:{self.port}: {e}") from None
         if not rep.get("ok"):

@@ -100,8 +100,9 @@ declare("cpu", "runtime", "Periodic sample of this process's CPU time and memory
 declare("stats", "runtime", "Periodic transport counters.",
         sent="int", received="int", bytes_out="int", bytes_in="int", dropped="int")
 declare("node_error", "runtime",
-        "An uncaught exception in protocol code ended the node (exit status non-zero).",
-        error="str")
+        "An uncaught exception ended the node (exit status non-zero): in protocol code or escaping "
+        "the event loop (``where``), with the refusal counts so far (``rejected``).",
+        error="str", where="str", rejected="json")
 declare("sched", "runtime",
         "Egress scheduling error (release - due) of one link over the node's life, at shutdown.",
         peer="str", n="int", p50_us="float", p99_us="float", max_us="float")

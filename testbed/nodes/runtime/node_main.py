@@ -13,7 +13,16 @@ releases frames within a fraction of a millisecond of their due time; epoll
 would round every timeout up to a whole millisecond. With more than
 ``SELECT_MAX_PEERS`` peers (file descriptors near select's 1024 limit) it falls
 back to epoll, where the emulation releases up to half a millisecond early.
-``TESTBED_NODE_SELECTOR=epoll|select`` overrides the choice.
+``TESTBED_NODE_SELECTOR=epoll|select`` overrides the choice. Under ``select()`` the
+soft descriptor limit is lowered to ``SELECT_FD_LIMIT`` (select cannot watch a
+descriptor >= 1024): a flood of connections then meets ``EMFILE`` at accept (asyncio
+pauses accepting for a second) instead of a descriptor select() cannot take; the
+transport's and control channel's connection caps keep the node's own connections far
+below it.
+
+Whatever escapes the event loop (a bug in the runtime, a resource error) ends the
+node the way an exception in protocol code does: traceback on stderr, ``node_error``
+with the refusal counts so far, log flushed, exit 1.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from testbed.nodes.runtime.transport import Transport
 REQUIRED_KEYS = ("run_id", "node", "kind", "role", "protocol", "listen", "control", "peers", "log_path",
                  auth.SECRET_KEY)
 SELECT_MAX_PEERS = 300
+SELECT_FD_LIMIT = 1024  # FD_SETSIZE: select() raises ValueError on a descriptor >= this
 PERIODIC_S = 1.0
 DROP_FLUSH_S = 0.1
 STOP_TIMEOUT_S = 5.0
@@ -100,8 +110,20 @@ def make_loop(n_peers: int) -> tuple[asyncio.AbstractEventLoop, float]:
     """The event loop and the egress release tolerance ``early_s`` that suits its timer precision."""
     choice = os.environ.get("TESTBED_NODE_SELECTOR") or ("select" if n_peers <= SELECT_MAX_PEERS else "epoll")
     if choice == "select":
+        limit_fds(SELECT_FD_LIMIT)
         return asyncio.SelectorEventLoop(selectors.SelectSelector()), 0.0001
     return asyncio.SelectorEventLoop(selectors.DefaultSelector()), 0.0005
+
+
+def limit_fds(n: int) -> int:
+    """Lower the soft RLIMIT_NOFILE to at most ``n`` (never raises it); the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n if soft == resource.RLIM_INFINITY else min(soft, n)
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if want != soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return want
 
 
 def _rss_kb() -> int:
@@ -134,6 +156,7 @@ class NodeRuntime(api.Runtime):
         self._done: asyncio.Future[int] | None = None
         self._shutting_down = False
         self._fatal = False
+        self.listening = False  # both listeners bound: from here on an error is node_error
         self.evlog = EventLog(config["log_path"], self.name, config.get("log_flush_ms", 100))
         self.rejects = auth.RejectLog(self.evlog.log)
         # The egress link emulation draws from its own stream so that protocol
@@ -205,16 +228,22 @@ class NodeRuntime(api.Runtime):
         if exc is not None:
             self.fatal(exc)
 
-    def fatal(self, exc: BaseException) -> None:
-        """An uncaught exception in protocol code: stderr, node_error, flush, exit 1."""
+    def fatal(self, exc: BaseException, where: str = "protocol code") -> None:
+        """An uncaught exception (in protocol code, or escaping the event loop): stderr,
+        the refusal counts so far, ``node_error``, flush, exit 1."""
         if self._fatal:
             return
         self._fatal = True
-        print(f"[{self.name}] uncaught exception in protocol code:", file=sys.stderr)
+        print(f"[{self.name}] uncaught exception in {where}:", file=sys.stderr)
         traceback.print_exception(exc, file=sys.stderr)
         sys.stderr.flush()
         try:
-            self.evlog.log("node_error", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+            try:
+                self._flush_drops()
+                self.rejects.flush()
+            finally:
+                self.evlog.log("node_error", {"error": f"{type(exc).__name__}: {exc}"[:2000], "where": where,
+                                              "rejected": dict(self.rejects.totals)})
         finally:
             self.evlog.close()
             os._exit(1)
@@ -329,6 +358,7 @@ class NodeRuntime(api.Runtime):
         cfg = self.config
         await self.transport.listen(cfg["listen"][0], int(cfg["listen"][1]))
         await self.control.listen(cfg["control"][0], int(cfg["control"][1]))
+        self.listening = True
         for sig, why in ((signal.SIGTERM, "sigterm"), (signal.SIGINT, "sigint")):
             self.loop.add_signal_handler(sig, self.request_shutdown, why)
         self.evlog.log("node_start", {"pid": os.getpid(), "restarted": self.evlog.existed,
@@ -391,10 +421,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             return loop.run_until_complete(rt.run())
-        except OSError as e:  # e.g. the listen address is taken
-            print(f"error: node {cfg['node']}: {e}", file=sys.stderr)
+        except OSError as e:
+            if rt.listening:
+                rt.fatal(e, "the event loop")
+            print(f"error: node {cfg['node']}: {e}", file=sys.stderr)  # e.g. the listen address is taken
             rt.evlog.close()
             return 2
+        except (Exception, KeyboardInterrupt) as e:  # escaped the loop: never a silent exit
+            rt.fatal(e, "the event loop")
+            raise
     finally:
         _cancel_all(loop)
         loop.close()

@@ -10,6 +10,10 @@
   ``conn_rejected`` through ``on_reject``); nothing is added per data frame.
   Before the hello frames are limited to ``HANDSHAKE_MAX_FRAME`` bytes, and a
   connection without a valid hello after ``HELLO_TIMEOUT_S`` is closed.
+* Connection caps: at most ``MAX_PRE_AUTH`` inbound connections without a valid hello
+  and at most one per peer plus ``MAX_INBOUND_EXTRA`` in all; a connection beyond
+  either is closed at once and counted (``over-limit``), so a flood of idle
+  connections holds a bounded number of descriptors and bytes.
 * Outbound: frames for a destination never reached yet are queued (at most
   ``queue_limit``, beyond that dropped as ``queue-full``) until the first
   connection; after a connection is lost, frames are dropped (``no-connection``)
@@ -39,6 +43,9 @@ HELLO_TIMEOUT_S = 5.0
 HOLD_POLL_S = 0.05  # how often a held-closed connection checks whether it may reconnect
 QUEUE_LIMIT = 100_000
 HANDSHAKE_MAX_FRAME = 4096  # until a peer has proved the run secret, frames are small
+MAX_PRE_AUTH = 32  # inbound data connections at once that have not sent a valid hello yet
+MAX_INBOUND_EXTRA = 64  # inbound data connections at once: one per peer plus this many
+ACCEPT_BATCH = 128  # connections accepted per listener wake-up (asyncio's backlog argument)
 
 
 class Counters:
@@ -244,9 +251,18 @@ class _InProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        _nodelay(transport)
         self.peer = auth.peer_name(transport)
-        self.tr.inbound.add(self)
+        tr = self.tr
+        if tr.pre_auth >= tr.max_pre_auth or len(tr.inbound) >= tr.max_inbound:
+            self.refused = True
+            tr.reject("data", self.peer, "over-limit",
+                      f"{len(tr.inbound)} inbound connections ({tr.pre_auth} before their hello; "
+                      f"caps {tr.max_inbound}, {tr.max_pre_auth})")
+            transport.abort()
+            return
+        _nodelay(transport)
+        tr.inbound.add(self)
+        tr.pre_auth += 1
         transport.write(codec.frame({"k": "challenge", "nonce": self.nonce, "from": self.tr.name}))  # type: ignore[attr-defined]
         self.timer = self.tr.loop.call_later(HELLO_TIMEOUT_S, self._hello_timeout)
 
@@ -282,6 +298,7 @@ class _InProtocol(asyncio.Protocol):
                     self._refuse(e)
                     return
                 self.src = src
+                tr.pre_auth -= 1
                 self.decoder.max_frame = tr.max_frame
                 if self.timer is not None:
                     self.timer.cancel()
@@ -313,7 +330,10 @@ class _InProtocol(asyncio.Protocol):
             # sends nothing at all, e.g. a port probe, is not counted)
             self.tr.reject("data", self.peer, "incomplete",
                            f"closed after {self.decoder.pending} bytes without a complete hello")
-        self.tr.inbound.discard(self)
+        if self in self.tr.inbound:
+            self.tr.inbound.discard(self)
+            if self.src is None:
+                self.tr.pre_auth -= 1
 
 
 class Transport:
@@ -325,7 +345,8 @@ class Transport:
                  on_peer_up: Callable[[str], None], on_peer_down: Callable[[str], None],
                  on_drop: Callable[[str, str, int], None], on_fatal: Callable[[BaseException], None],
                  secret: bytes, on_reject: Callable[[str, str, str, str], None] | None = None,
-                 max_frame: int = MAX_FRAME, queue_limit: int = QUEUE_LIMIT) -> None:
+                 max_frame: int = MAX_FRAME, queue_limit: int = QUEUE_LIMIT,
+                 max_pre_auth: int = MAX_PRE_AUTH, max_inbound: int | None = None) -> None:
         self.loop = loop
         self.name = name
         self.run_id = run_id
@@ -343,11 +364,14 @@ class Transport:
         self.out: dict[str, Outbound] = {}
         self.held: set[str] = set()  # peers whose connection a fault holds closed
         self.inbound: set[_InProtocol] = set()
+        self.pre_auth = 0  # inbound connections waiting for their hello
+        self.max_pre_auth = max_pre_auth
+        self.max_inbound = len(peers) + MAX_INBOUND_EXTRA if max_inbound is None else max_inbound
         self.server: asyncio.AbstractServer | None = None
 
     async def listen(self, host: str, port: int) -> None:
         self.server = await self.loop.create_server(lambda: _InProtocol(self), host, port,
-                                                    reuse_address=True, backlog=1024)
+                                                    reuse_address=True, backlog=ACCEPT_BATCH)
 
     def reject(self, channel: str, peer: str, reason: str, detail: str) -> None:
         """A refused or malformed connection (``on_reject`` counts and logs it)."""

@@ -1,12 +1,20 @@
 """Plan -> Ansible inventory and per-host variables, and the deployment's addressing. Pure.
 
 The inventory is rendered with Jinja2 from the plan's hosts; every value goes through
-``tojson`` (JSON is YAML), so nothing from the topology is ever interpreted by YAML or a
-shell. Private keys appear only as paths (``ansible_ssh_private_key_file``), never copied.
+:func:`yaml_value` (JSON, which is YAML, with every string tagged ``!unsafe``), so nothing
+from the topology or from what a host reports about itself is interpreted by YAML, by
+Ansible's own templating (a ``{{ }}`` in an address stays text) or by a shell. Values are
+validated first (:func:`check_host`, :func:`check_hostvars`): a host's address is a host
+name or an IP address, its user a user name, its key and the root it reports absolute paths
+without control characters; anything else is a ProviderError naming the host and the key.
+Private keys appear only as paths (``ansible_ssh_private_key_file``), never copied.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,27 +26,82 @@ from testbed.topology.plan import HostPlan, Plan
 
 REMOTE_ROOT = ".testbed"  # under the SSH user's home on each host
 
-INVENTORY = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False).from_string(
+HOSTNAME_RE = re.compile(r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                         r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: hostvars holding paths (the root a host reports about itself, ...): absolute, no control characters
+PATH_VARS = ("tb_root",)
+
+
+def yaml_value(v: Any) -> str:
+    """``v`` as YAML flow text: JSON, every string tagged ``!unsafe`` (never templated by Ansible)."""
+    if isinstance(v, str):
+        return "!unsafe " + json.dumps(v)
+    if v is None or isinstance(v, (bool, int, float)):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(yaml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {yaml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"not an inventory value: {type(v).__name__}")
+
+
+def _is_address(a: str) -> bool:
+    try:
+        ipaddress.ip_address(a)
+        return True
+    except ValueError:
+        return bool(HOSTNAME_RE.fullmatch(a))
+
+
+def _is_abs_path(p: Any) -> bool:
+    return isinstance(p, str) and p.startswith("/") and not _CONTROL.search(p) and "{{" not in p and "{%" not in p
+
+
+def check_host(hp: HostPlan) -> None:
+    """A host's address, user and key as the inventory may carry them; ProviderError otherwise."""
+    if not isinstance(hp.address, str) or not _is_address(hp.address):
+        raise ProviderError(f"hosts.{hp.name}.address: {str(hp.address)[:80]!r} is not a host name or an IP "
+                            f"address", host=hp.name)
+    if hp.user is not None and not USER_RE.fullmatch(hp.user):
+        raise ProviderError(f"hosts.{hp.name}.user: {hp.user[:80]!r} is not a user name "
+                            f"(letters, digits, '_', '.', '-'; at most 32)", host=hp.name)
+    if hp.key is not None and (_CONTROL.search(hp.key) or "{{" in hp.key or "{%" in hp.key):
+        raise ProviderError(f"hosts.{hp.name}.key: {hp.key[:80]!r} is not a plain path", host=hp.name)
+
+
+def check_hostvars(hostvars: dict[str, dict[str, Any]]) -> None:
+    """Paths among a host's variables (e.g. the root it reported about itself) are absolute."""
+    for h, hv in hostvars.items():
+        for k in PATH_VARS:
+            if k in hv and hv[k] is not None and not _is_abs_path(hv[k]):
+                raise ProviderError(f"{k}: {str(hv[k])[:80]!r} is not an absolute path", host=h)
+
+
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+_ENV.filters["yaml"] = yaml_value
+INVENTORY = _ENV.from_string(
     """# rendered by testbed.providers.ansible.inventory for run {{ run_id | tojson }}
 all:
   vars:
-    ansible_ssh_common_args: {{ ssh_args | tojson }}
-    tb_run_id: {{ run_id | tojson }}
+    ansible_ssh_common_args: {{ ssh_args | yaml }}
+    tb_run_id: {{ run_id | yaml }}
   hosts:
 {%- for h in hosts %}
     {{ h.name | tojson }}:
-      ansible_host: {{ h.address | tojson }}
-      ansible_port: {{ h.port | tojson }}
+      ansible_host: {{ h.address | yaml }}
+      ansible_port: {{ h.port | yaml }}
 {%- if h.user %}
-      ansible_user: {{ h.user | tojson }}
+      ansible_user: {{ h.user | yaml }}
 {%- endif %}
 {%- if h.key %}
-      ansible_ssh_private_key_file: {{ h.key | tojson }}
+      ansible_ssh_private_key_file: {{ h.key | yaml }}
 {%- endif %}
-      tb_nodes: {{ nodes[h.name] | tojson }}
-      tb_become: {{ h.become | tojson }}
+      tb_nodes: {{ nodes[h.name] | yaml }}
+      tb_become: {{ h.become | yaml }}
 {%- for k, v in hostvars.get(h.name, {}).items() %}
-      {{ k }}: {{ v | tojson }}
+      {{ k }}: {{ v | yaml }}
 {%- endfor %}
 {%- endfor %}
 """)
@@ -71,6 +134,9 @@ def render_inventory(plan: Plan, run_id: str, ssh_args: str,
     if only is not None:
         hosts = {k: v for k, v in hosts.items() if k in only}
     by_host = nodes_by_host(plan)
+    for hp in hosts.values():
+        check_host(hp)
+    check_hostvars(hostvars or {})
     return INVENTORY.render(run_id=run_id, ssh_args=ssh_args, hosts=list(hosts.values()),
                             nodes={h: by_host.get(h, []) for h in hosts}, hostvars=hostvars or {})
 
@@ -80,6 +146,9 @@ def render_inventory_hosts(hosts: list[dict[str, Any]], run_id: str, ssh_args: s
     """An inventory from host records (as kept in state.json / the wipe registry)."""
     hp = [HostPlan(name=h["name"], address=h["address"], user=h.get("user"), port=int(h.get("port") or 22),
                    key=h.get("key"), become=bool(h.get("become"))) for h in hosts]
+    for h in hp:
+        check_host(h)
+    check_hostvars(hostvars or {})
     return INVENTORY.render(run_id=run_id, ssh_args=ssh_args, hosts=hp, nodes={h.name: [] for h in hp},
                             hostvars=hostvars or {})
 

@@ -268,6 +268,10 @@ def unpack_configs(host: Host, run: str, tar_path: str) -> None:
                 continue
             safe(m.name[:-5])
             f = tf.extractfile(m)
-            with open(os.path.join(rd, "configs", m.name), "wb") as out:
+            # the configs hold the run secret: 0600, never through a symlink planted in their place
+            dst = os.path.join(rd, "configs", m.name)
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(out.fileno(), 0o600)
                 out.write(f.read() if f else b"")
     os.unlink(tar_path)

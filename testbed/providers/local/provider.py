@@ -10,12 +10,14 @@ the middle of ``up`` leaves nothing they cannot remove.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import random
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,7 +45,9 @@ START_TIMEOUT_S = 60.0
 #: ``PORT_HOLD_S``. Between free_ports() and the nodes binding them the ports are free, so two
 #: runs brought up at the same time (``testbed reproduce --jobs``, or two testbed processes:
 #: two users' runs, a test suite beside a reproduction) could otherwise be given the same port.
-#: The record is a file shared by every testbed process of this user, under a file lock.
+#: The record is a file shared by every testbed process of this user, under a file lock, in
+#: the user's private directory (:func:`private_dir`), written through ``mkstemp`` and read and
+#: locked with ``O_NOFOLLOW``: no predictable name in the shared ``/tmp`` to plant a symlink at.
 PORT_HOLD_S = 120.0
 #: Ports are chosen from [PORT_FLOOR, the kernel's ephemeral range's start): the kernel never
 #: gives those to an outgoing connection or a bind to port 0, which any process on the machine
@@ -52,8 +56,26 @@ PORT_FLOOR = 10000
 _ports_lock = threading.Lock()
 
 
+def private_dir() -> Path:
+    """``$TMPDIR/testbed-<uid>/``, mode 0700, owned by this user: where the port record lives.
+    Made if missing; a symlink, another owner's directory or one open to others is refused
+    (one line naming it), so nobody else can plant or swap files in it."""
+    d = Path(tempfile.gettempdir()) / f"testbed-{os.getuid()}"
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise ProviderError(f"{d}: cannot make the private directory: {e.strerror}") from None
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ProviderError(f"{d}: not a private directory of this user (a symlink, another owner's, or open "
+                            f"to others: mode {stat.S_IMODE(st.st_mode):o}); remove it and try again")
+    return d
+
+
 def _registry() -> Path:
-    return Path(tempfile.gettempdir()) / f"testbed-ports-{os.getuid()}.json"
+    return private_dir() / "ports.json"
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -86,7 +108,9 @@ def _bindable(host: str, port: int) -> bool:
 
 def _read_held(path: Path, now: float) -> dict[str, float]:
     try:
-        held = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            held = json.loads(f.read())
     except (OSError, ValueError):
         return {}
     if not isinstance(held, dict):
@@ -98,7 +122,8 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports free right now on ``host``, outside the kernel's ephemeral range,
     none handed out by any testbed process of this user within the last ``PORT_HOLD_S`` s."""
     path = _registry()
-    with _ports_lock, open(path.with_suffix(".lock"), "a+") as lock:
+    lock_fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    with _ports_lock, os.fdopen(lock_fd, "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         now = time.time()
         held = _read_held(path, now)
@@ -130,9 +155,15 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             raise ProviderError(f"no {n} free ports on {host}")
         for port in ports:
             held[f"{host}:{port}"] = now
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(held))
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="ports.", suffix=".tmp")  # O_EXCL, 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(held))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     return ports
 
 
@@ -214,6 +245,17 @@ class LocalProvider(Provider):
             err.close()
         return proc.pid
 
+    def dead_reason(self, run: RunDir, node: str) -> str | None:
+        return self._dead_reason(run, node, run.state)
+
+    def confirm_node(self, run: RunDir, node: str, ping: dict) -> None:
+        pid = run.state.get("pids", {}).get(node)
+        if pid is None or ping.get("pid") != pid:
+            raise ProviderError(f"the process answering on the node's control port (pid {ping.get('pid')}) is not "
+                                f"the one started for it (pid {pid})", node=node)
+        if not procs.alive(pid) or not procs.is_node(pid, str(run.configs_dir / f"{node}.json")):
+            raise ProviderError(f"pid {pid} is not running the node's config", node=node)
+
     def _dead_reason(self, run: RunDir, node: str, state: dict) -> str | None:
         pid = state["pids"].get(node)
         if pid is None:
@@ -248,6 +290,9 @@ class LocalProvider(Provider):
             raise ProviderError(f"{action.op}: no process recorded", node=node)
         if not procs.alive(pid):
             raise ProviderError(f"{action.op}: the node is not running", node=node)
+        if not procs.is_node(pid, str(run.configs_dir / f"{node}.json")):  # the pid was reused
+            raise ProviderError(f"{action.op}: pid {pid} is no longer this node's process (its command "
+                                f"line does not name the node's config); not signalled", node=node)
         if action.op == "crash":
             procs.kill(pid, signal.SIGKILL)
             procs.wait_gone([pid], 5.0)

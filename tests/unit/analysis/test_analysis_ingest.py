@@ -123,3 +123,26 @@ def test_key_order_field_type_mismatch_and_torn_lines(spark, tmp_path):
         assert r["node"] == "pubs" and r["ev"] == "publish" and r["t_rel_s"] == pytest.approx(1.0)
         assert json.loads(r["attrs"]) == {"class": "STOCK"}
     assert sorted(r["m"] for r in rows.values()) == [1, 2, 3]
+
+
+def test_crafted_lines_are_malformed_and_the_ingest_goes_on(tmp_path):
+    """Issue #32: a deeply nested line (RecursionError), "t": 2**64 (OverflowError) and a line in b1's
+    log claiming to be b2's are each counted malformed; every other line is converted as usual."""
+    from testbed.analysis.convert import ensure_parquet
+
+    good = line(t=T0, m=0, node="b1", ev="cpu", user_s=1.5, sys_s=0.25, rss_kb=1000)
+    deep = '{"t": %d, "m": 1, "node": "b1", "ev": "link_set", "peer": "b2", "spec": %s1%s}\n' % (
+        T0, "[" * 100_000, "]" * 100_000)
+    deep_obj = '{"t": %d, "m": 1, "node": "b1", "ev": "link_set", "peer": "b2", "spec": %s1%s}\n' % (
+        T0, '{"a":' * 50_000, "}" * 50_000)
+    huge_t = '{"t": %d, "m": 1, "node": "b1", "ev": "cpu", "user_s": 1.0, "sys_s": 0.0, "rss_kb": 1}\n' % 2 ** 64
+    other = line(t=T0, m=2, node="b2", ev="cpu", user_s=9.0, sys_s=0.0, rss_kb=1)
+    run = write_run(tmp_path, {"b1": good + deep + good + huge_t + deep_obj + other + good})
+    _, rep = ensure_parquet(run, reuse=False)
+    assert rep.malformed == 4 and rep.malformed_by_file == {"b1.jsonl": 4}, rep.to_dict()
+    assert rep.events == {"cpu": 3}, rep.events
+    # each crafted line alone, in a log of its own (the fast and the slow path)
+    for i, crafted in enumerate((deep, deep_obj, huge_t, other)):
+        run = write_run(tmp_path / f"alone{i}", {"b1": crafted})
+        _, rep = ensure_parquet(run, reuse=False)
+        assert rep.malformed == 1 and not rep.events, (crafted[:80], rep.to_dict())

@@ -101,3 +101,66 @@ def test_rejected_summary_and_report(spark, tmp_path):
                           metrics={"rejected": {"by_node": {"b2": {"data": 3}}, "total": 3, "control": 0,
                                                 "reasons": {"bad-mac": 3}}}, figures=[], out_dir=tmp_path)
     assert "Warning" not in quiet and "| b2 | 3 | 3 |" in quiet
+
+
+# -- node_lives: a node that dies unplanned is a finding, never "a fault" ----------------------
+def start(node, s, restarted=False):
+    return {"node": node, "pid": 1, "restarted": restarted, "role": "broker", "kind": "node",
+            "emulation": "userspace", "s": s}
+
+
+def stop(node, s):
+    return {"node": node, "reason": "shutdown", "s": s}
+
+
+def lives_history():
+    # b1 lives through the run; b2 is crashed at 6 s by the schedule and restarted at 8 s
+    return {"node_start": [start("b1", -1.0), start("b2", -1.0), start("b2", 8.1, True)],
+            "node_stop": [stop("b1", 21.0), stop("b2", 21.0)]}
+
+
+LIVES_TIMELINE = [entry("crash", ["b2"], at=6.0, fault=0), entry("restart", ["b2"], at=8.0, fault=1)]
+
+
+def test_node_lives_planned_crash_passes(spark):
+    from testbed.analysis.runtime_checks import check_node_lives
+
+    r = check_node_lives(context(spark, lives_history(), timeline=LIVES_TIMELINE))
+    assert r.passed, r.examples
+    assert r.details["lives"] == 3 and r.details["unplanned"] == 0
+
+
+def test_node_lives_unplanned_death_and_node_error_fail(spark):
+    from testbed.analysis.runtime_checks import check_node_lives
+
+    h = lives_history()
+    h["node_stop"] = [stop("b2", 21.0)]  # b1's log just ends: killed, no crash in the timeline
+    r = check_node_lives(context(spark, h, timeline=LIVES_TIMELINE))
+    assert not r.passed and r.violations == 1 and r.examples[0]["node"] == "b1", r.examples
+    assert r.examples[0]["kind"] == "ended without node_stop"
+    h = lives_history()
+    h["node_error"] = [{"node": "b1", "error": "ValueError: filedescriptor out of range in select()",
+                        "where": "the event loop", "rejected": '{"data:over-limit": 900}', "s": 5.0}]
+    h["node_stop"] = [stop("b2", 21.0)]
+    r = check_node_lives(context(spark, h, timeline=LIVES_TIMELINE))
+    assert not r.passed and [e["kind"] for e in r.examples] == ["node_error"], r.examples
+    assert "select()" in r.examples[0]["detail"]
+    # a crash of another node (or at a time outside the life) explains nothing
+    h = lives_history()
+    h["node_stop"] = [stop("b2", 21.0)]
+    r = check_node_lives(context(spark, h, timeline=[entry("crash", ["b2"], at=6.0)]))
+    assert not r.passed and r.examples[0]["node"] == "b1"
+
+
+def test_node_lives_failed_restart_fails(spark):
+    from testbed.analysis.runtime_checks import check_node_lives
+
+    h = lives_history()
+    h["node_start"] = h["node_start"][:2]  # b2 never came back
+    h["node_stop"] = [stop("b1", 21.0)]
+    tl = [entry("crash", ["b2"], at=6.0, fault=0),
+          entry("restart", ["b2"], at=8.0, fault=1, status="failed")]
+    tl[1]["error"] = "b2: exited during start-up: error: node b2: [Errno 98] address already in use"
+    r = check_node_lives(context(spark, h, timeline=tl))
+    assert not r.passed and r.violations == 1, r.examples
+    assert r.examples[0]["kind"] == "restart failed" and "address already in use" in r.examples[0]["detail"]

@@ -46,6 +46,17 @@ links:
 FACTS_OK = {h: {"sch_netem": True, "tc": "/usr/sbin/tc", "uid": 0} for h in ("h1", "h2", "h3")}
 
 
+class _Loader(yaml.SafeLoader):
+    """The inventory as Ansible reads it: ``!unsafe "text"`` is the text (never templated)."""
+
+
+_Loader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def _load(text: str):
+    return yaml.load(text, Loader=_Loader)
+
+
 def _plan(tmp_path, text: str = TOPO):
     p = tmp_path / "t.yaml"
     p.write_text(text)
@@ -60,7 +71,7 @@ def _node_hosts(plan):
 def test_become_reaches_the_plan_and_the_inventory(tmp_path):
     plan = _plan(tmp_path)
     assert plan.hosts["h1"].become is True and plan.hosts["h2"].become is False
-    inv = yaml.safe_load(inventory.render_inventory(plan, "r", ssh_common_args(["/kh"])))["all"]["hosts"]
+    inv = _load(inventory.render_inventory(plan, "r", ssh_common_args(["/kh"])))["all"]["hosts"]
     assert inv["h1"]["tb_become"] is True and inv["h2"]["tb_become"] is False
     assert inventory.host_record(plan.hosts["h1"])["become"] is True
 
@@ -101,7 +112,7 @@ def test_tc_vars_are_argument_lists_per_host_and_device(tmp_path):
     assert td["h1"] == {"tb_tc_remove": [["tc", "qdisc", "del", "dev", "eth0", "root"],
                                          ["tc", "qdisc", "del", "dev", "eth1", "root"]], "tb_tc_add": []}
     # the rendered inventory carries them as lists (JSON through tojson), and the playbook uses them
-    inv = yaml.safe_load(inventory.render_inventory(plan, "r", "", {h: {"tb_root": "/r", **v} for h, v in tc.items()}))
+    inv = _load(inventory.render_inventory(plan, "r", "", {h: {"tb_root": "/r", **v} for h, v in tc.items()}))
     assert inv["all"]["hosts"]["h3"]["tb_tc_add"] == tc["h3"]["tb_tc_add"]
     book = yaml.safe_load((PLAYBOOKS / "links.yml").read_text())[0]["tasks"]
     assert [t["loop"] for t in book] == ["{{ tb_tc_remove }}", "{{ tb_tc_add }}"]

@@ -30,23 +30,71 @@ def _plan(hosts: dict[str, HostPlan], placement: dict[str, str]) -> Plan:
     return Plan("p", "pubsub", "ansible", 1.0, 0, ("s",), hosts, nodes, {}, ())
 
 
+class _UnsafeLoader(yaml.SafeLoader):
+    """Reads ``!unsafe "text"`` as Ansible does (the text, never templated), marking it."""
+
+
+class Unsafe(str):
+    pass
+
+
+_UnsafeLoader.add_constructor("!unsafe", lambda loader, node: Unsafe(loader.construct_scalar(node)))
+
+
+def load_inventory(text: str) -> dict:
+    return yaml.load(text, Loader=_UnsafeLoader)
+
+
 def test_inventory_quotes_every_value_and_keeps_only_the_key_path():
     hosts = {
-        "yes": HostPlan("yes", address="10.0.0.1", user="u: x", port=2222, key="/k/id ed25519"),
+        "yes": HostPlan("yes", address="10.0.0.1", user="u.x", port=2222, key="/k/id ed25519"),
         "h2": HostPlan("h2", address="host-2.example", user=None),
     }
     plan = _plan(hosts, {"a": "yes", "b": "h2", "c": "yes"})
     text = inventory.render_inventory(plan, "run-1", ssh_common_args(["/kh/one", "/kh/two"]),
                                       {"yes": {"tb_root": "/home/u/.testbed"}})
-    inv = yaml.safe_load(text)["all"]
+    inv = load_inventory(text)["all"]
     assert set(inv["hosts"]) == {"yes", "h2"}  # "yes" stays a string, not a boolean
     h = inv["hosts"]["yes"]
-    assert h["ansible_host"] == "10.0.0.1" and h["ansible_port"] == 2222 and h["ansible_user"] == "u: x"
+    assert h["ansible_host"] == "10.0.0.1" and h["ansible_port"] == 2222 and h["ansible_user"] == "u.x"
+    # every string is tagged unsafe (Ansible never templates it); numbers and booleans stay typed
+    assert all(isinstance(h[k], Unsafe) for k in ("ansible_host", "ansible_user", "ansible_ssh_private_key_file",
+                                                  "tb_root"))
+    assert all(isinstance(n, Unsafe) for n in h["tb_nodes"]) and h["tb_become"] is False
     assert h["ansible_ssh_private_key_file"] == "/k/id ed25519"
     assert h["tb_nodes"] == ["a", "c"] and h["tb_root"] == "/home/u/.testbed"
     assert "ansible_user" not in inv["hosts"]["h2"] and inv["hosts"]["h2"]["tb_nodes"] == ["b"]
     assert "StrictHostKeyChecking=yes" in inv["vars"]["ansible_ssh_common_args"]
     assert "'UserKnownHostsFile=/kh/one /kh/two'" in inv["vars"]["ansible_ssh_common_args"]
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("address", "{{ lookup('pipe', 'id') }}", "hosts.h1.address: .* is not a host name or an IP address"),
+    ("address", "10.0.0.1 -oProxyCommand=x", "is not a host name"),
+    ("address", "h1.example\n", "is not a host name"),
+    ("user", "{{ lookup('pipe', 'id') }}", "hosts.h1.user: .* is not a user name"),
+    ("user", "root\n", "is not a user name"),
+    ("key", "/k/{{ lookup('pipe', 'id') }}", "hosts.h1.key: .* is not a plain path"),
+])
+def test_ansible_templates_in_a_host_field_are_refused(field, value, match):
+    kw = {"address": "10.0.0.1", "user": "u", "key": None, field: value}
+    plan = _plan({"h1": HostPlan("h1", **kw)}, {"a": "h1"})
+    with pytest.raises(ProviderError, match=match):
+        inventory.render_inventory(plan, "run-1", "")
+
+
+def test_a_root_a_host_reports_must_be_an_absolute_plain_path():
+    plan = _plan({"h1": HostPlan("h1", address="h1.example")}, {"a": "h1"})
+    for bad in ("relative/.testbed", "/home/{{ lookup('pipe','id') }}", "/home/u\n.testbed", 7):
+        with pytest.raises(ProviderError, match="tb_root: .* is not an absolute path"):
+            inventory.render_inventory(plan, "run-1", "", {"h1": {"tb_root": bad}})
+    with pytest.raises(ProviderError, match="tb_root"):
+        inventory.render_inventory_hosts([{"name": "h1", "address": "h1.example"}], "wipe", "",
+                                         {"h1": {"tb_root": "{{ x }}"}})
+    # a brace that is not a template in another value is text, tagged unsafe
+    text = inventory.render_inventory(plan, "run-{x}", "", {"h1": {"tb_root": "/home/u/.testbed", "tb_x": "{{ y }}"}})
+    h = load_inventory(text)["all"]["hosts"]["h1"]
+    assert isinstance(h["tb_x"], Unsafe) and h["tb_x"] == "{{ y }}"
 
 
 def test_hosts_without_address_are_refused_by_name():
@@ -205,3 +253,27 @@ def test_host_agent_reports_a_node_that_died_with_its_stderr(tmp_path):
     finally:
         p.stdin.close()
         assert p.wait(timeout=10) == 0  # EOF ends the agent
+
+
+def test_ansible_itself_leaves_a_template_in_an_inventory_value_as_text(tmp_path):
+    """Ansible reads the rendered inventory (local connection, no SSH): a ``{{ }}`` in a value stays
+    text, while the playbooks' own templates still use the values; numbers and booleans stay typed."""
+    import shutil
+
+    ansible = shutil.which("ansible", path=str(Path(sys.executable).parent)) or shutil.which("ansible")
+    if ansible is None:
+        pytest.fail("ansible is a dependency of the ansible extra and should be installed")
+    plan = _plan({"h1": HostPlan("h1", address="127.0.0.1", user="u")}, {"a": "h1"})
+    marker = tmp_path / "pwned"
+    inv = tmp_path / "inv.yml"
+    inv.write_text(inventory.render_inventory(plan, "run-1", "", {"h1": {
+        "tb_root": "/home/u/.testbed", "tb_image_args": ["--image", f"{{{{ lookup('pipe', 'touch {marker}') }}}}"],
+        "tb_x": {"k": "{{ 7 * 7 }}"}}}))
+    r = subprocess.run([ansible, "h1", "-i", str(inv), "-c", "local", "-m", "debug", "-a",
+                        "msg={{ [tb_image_args, tb_x, tb_root ~ '/code', tb_nodes, tb_become, ansible_port] | to_json }}"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(json.loads(r.stdout[r.stdout.index("{"):])["msg"])
+    assert out == [["--image", f"{{{{ lookup('pipe', 'touch {marker}') }}}}"], {"k": "{{ 7 * 7 }}"},
+                   "/home/u/.testbed/code", ["a"], False, 22]
+    assert not marker.exists()

@@ -83,3 +83,95 @@ def test_the_hold_expires_and_a_broken_record_is_ignored(registry, monkeypatch):
     assert f"127.0.0.1:{p}" not in json.loads(registry.read_text())
     registry.write_text("{not json")
     assert len(local.free_ports(3)) == 3
+
+
+# -- the record is private: nothing planted in /tmp is written through (issue #32) --------------
+def test_a_symlink_planted_at_the_old_path_changes_nothing(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path))
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for old in (f"testbed-ports-{os.getuid()}.json", f"testbed-ports-{os.getuid()}.lock",
+                f"testbed-ports-{os.getuid()}.{os.getpid()}.tmp"):
+        (tmp_path / old).symlink_to(victim)
+    local.free_ports(3)
+    assert victim.read_text() == "precious"
+    d = tmp_path / f"testbed-{os.getuid()}"
+    assert os.stat(d).st_mode & 0o777 == 0o700
+    rec = d / "ports.json"
+    assert os.stat(rec).st_mode & 0o777 == 0o600 and len(json.loads(rec.read_text())) == 3
+    # a symlink planted inside the private directory (by this user: nobody else can) is not followed
+    rec.unlink()
+    rec.symlink_to(victim)
+    (d / "ports.lock").unlink()
+    (d / "ports.lock").symlink_to(victim)
+    with pytest.raises(OSError):  # the lock is opened O_NOFOLLOW
+        local.free_ports(1)
+    (d / "ports.lock").unlink()
+    local.free_ports(1)
+    assert victim.read_text() == "precious" and not rec.is_symlink()  # replaced, not written through
+
+
+def test_a_private_directory_that_is_not_private_is_refused(tmp_path, monkeypatch):
+    import os
+
+    from testbed.errors import ProviderError
+
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path))
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    d = tmp_path / f"testbed-{os.getuid()}"
+    d.symlink_to(theirs)
+    with pytest.raises(ProviderError, match="not a private directory of this user"):
+        local.free_ports(1)
+    d.unlink()
+    d.mkdir(mode=0o755)
+    os.chmod(d, 0o755)
+    with pytest.raises(ProviderError, match="mode 755"):
+        local.free_ports(1)
+    assert not list(theirs.iterdir())
+
+
+def test_run_directories_are_private(tmp_path):
+    import os
+
+    from testbed.runs.rundir import RunDir
+
+    old = os.umask(0o022)
+    try:
+        rd = RunDir.create(tmp_path / "runs", "r1")
+    finally:
+        os.umask(old)
+    assert os.stat(rd.path).st_mode & 0o777 == 0o700
+
+
+def test_remote_configs_are_unpacked_0600(tmp_path, monkeypatch):
+    import importlib
+    import io
+    import os
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    import testbed.providers.hostside as hostside
+
+    monkeypatch.syspath_prepend(str(Path(hostside.__file__).parent))  # as on a host: beside tbhost.py
+    monkeypatch.delitem(sys.modules, "host", raising=False)
+    host = importlib.import_module("host")
+
+    tar = tmp_path / "c.tar"
+    with tarfile.open(tar, "w") as tf:
+        data = b'{"secret": "00"}'
+        ti = tarfile.TarInfo("b1.json")
+        ti.size = len(data)
+        ti.mode = 0o644
+        tf.addfile(ti, io.BytesIO(data))
+    h = host.Host(str(tmp_path / "root"))
+    old = os.umask(0o022)
+    try:
+        host.unpack_configs(h, "run-1", str(tar))
+    finally:
+        os.umask(old)
+    cfg = os.path.join(h.run_dir("run-1"), "configs", "b1.json")
+    assert os.stat(cfg).st_mode & 0o777 == 0o600

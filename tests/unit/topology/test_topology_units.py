@@ -69,3 +69,20 @@ def test_formatting():
     assert format_time(5e-5) == "50us"
     assert format_link_rate(100_000_000) == "100mbit"
     assert format_link_rate(None) == "unlimited"
+
+
+def test_names_and_units_refuse_a_trailing_newline():
+    """``re.match`` with ``$`` lets "b1\\n" through; names are matched in full (issue #32)."""
+    import pytest
+
+    from testbed import registry
+    from testbed.topology import schema, units
+
+    assert schema._check_name("b1") == "b1"
+    for bad in ("b1\n", "b1\n\n", "B1", "b1 "):
+        with pytest.raises(ValueError, match="not a valid name"):
+            schema._check_name(bad)
+    assert not registry.NAME_RE.fullmatch("pubsub\n")
+    assert units.parse_time(" 10ms\n") == 0.01  # units strip surrounding blanks on purpose
+    with pytest.raises(ValueError):
+        units.parse_time("10ms\nx")
