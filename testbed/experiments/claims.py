@@ -245,9 +245,15 @@ class Claim:
 
 
 def claim_id(figure: int, sentence: str) -> str:
-    """``fig<N>:<the sentence's words, lower case, joined by ->`` (at most 60 characters)."""
+    """``fig<N>:<the sentence's words, lower case, joined by ->``; a slug longer than 60 characters
+    is cut to 48 and ends with 8 hex digits of the sentence's sha1 (two sentences that differ only
+    at the end, e.g. "(shape 0.901)" / "(shape 0.349)", keep distinct ids)."""
+    import hashlib
+
     slug = "-".join("".join(ch if ch.isalnum() else " " for ch in sentence.lower()).split())
-    return f"fig{figure}:{slug[:60].rstrip('-')}"
+    if len(slug) > 60:
+        slug = f"{slug[:48].rstrip('-')}-{hashlib.sha1(sentence.encode()).hexdigest()[:8]}"
+    return f"fig{figure}:{slug}"
 
 
 def _num(x: Any) -> float:

@@ -75,7 +75,7 @@ class Explanation:
     """Why one claim does not hold here, from numbers measured in the same reproduction.
 
     ``text`` is a ``str.format`` template over the evidence: the claim's own numbers (``mean``,
-    ``n``, ``ci_low``, ``ci_high``, ``paper_value``), the machine's load during the figure's runs
+    ``spread``, ``n``, ``ci_low``, ``ci_high``, ``paper_value``, a comparison's ``worst`` point), the machine's load during the figure's runs
     (``load_1m_max``, ``load_1m_mean``, ``cpus``, ``load_runs``: from every run's manifest) and what
     the paper's ``analyze`` recorded for the figure (``ctx.measure(figure, name=value)``: a count, a
     broker queue, a CPU share). ``cites``: the evidence the cause rests on; if any of it was not
@@ -89,7 +89,8 @@ class Explanation:
 
         m = claim.get("measured") or {}
         ci = m.get("ci") or (None, None)
-        values = {"mean": m.get("mean"), "n": m.get("n"), "ci_low": ci[0], "ci_high": ci[1],
+        values = {"mean": m.get("mean"), "spread": m.get("spread"), "n": m.get("n"), "ci_low": ci[0],
+                  "ci_high": ci[1], "worst": (m.get("detail") or {}).get("worst"),
                   "paper_value": claim.get("paper_value"), **evidence}
 
         def bad(v: Any) -> bool:

@@ -125,3 +125,10 @@ def test_a_claim_is_added_once(tmp_path):
     with pytest.raises(ValueError, match="added twice"):
         ctx.add(C.shape(3, "no nacks", [True, True], judged="j"))
     ctx.add(C.shape(3, "no nacks", [True], judged="j", cid="fig3:no-nacks-at-k=2"))  # its own id
+
+
+def test_claim_ids_of_long_sentences_that_differ_at_the_end_differ():
+    a = C.claim_id(7, "grows toward the maximum (1000) as subscriptions grow (shape 0.901)")
+    b = C.claim_id(7, "grows toward the maximum (1000) as subscriptions grow (shape 0.349)")
+    assert a != b and a.startswith("fig7:grows-toward-the-maximum") and len(a) <= 5 + 60
+    assert C.claim_id(9, "a below b") == "fig9:a-below-b"
