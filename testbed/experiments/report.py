@@ -143,6 +143,8 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
             L += [f"![Fig {f['number']}]({link_prefix}{f['image']})", ""]
         else:
             L += ["(no figure drawn: no data)", ""]
+        for extra in f.get("more_images") or []:
+            L += [f"![Fig {f['number']} ({Path(extra).stem})]({link_prefix}{extra})", ""]
         fc = [c for c in claims if c["figure"] == f["number"]]
         if fc:
             L += ["| claim (paper) | kind | paper value | measured (mean [interval] ± spread, seeds) | tolerance | verdict |",
@@ -255,6 +257,11 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
                      f"src='{uri}'>")
         else:
             H.append("<p><em>no figure drawn (no data)</em></p>")
+        for extra in f.get("more_images") or []:
+            xuri = _data_uri(Path(out_dir) / r["paper"] / extra)
+            if xuri:
+                H.append(f"<img class='figure' id='{e(r['paper'])}-{e(Path(extra).stem)}' "
+                         f"alt='Fig {f['number']} ({e(Path(extra).stem)})' src='{xuri}'>")
         refs = "".join(f"<li>{e(_ref_text(x))}</li>" for x in f.get("references") or [])
         H.append(f"<div class='paper'><p><b>Paper:</b> {e(f['paper'])}</p>"
                  + (f"<p>Drawn as “paper” markers:</p><ul>{refs}</ul>" if refs else "") + "</div></div>")

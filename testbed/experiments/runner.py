@@ -64,6 +64,7 @@ class Context:
     claims: list[Claim] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     figures: dict[int, str] = field(default_factory=dict)  # figure -> png path relative to out
+    figure_parts: dict[int, list[str]] = field(default_factory=dict)  # figure -> more panels (e.g. "ab")
     numbers: dict[str, Any] = field(default_factory=dict)
     evidence: dict[int, dict[str, Any]] = field(default_factory=dict)  # figure -> measured causes
     _spark: Any = None
@@ -105,7 +106,15 @@ class Context:
 
         return read_runs(self.spark, list(self.run_dirs(grid).values()), ev)
 
-    def figure_path(self, n: int) -> Path:
+    def figure_path(self, n: int, part: str = "") -> Path:
+        """Where figure ``n`` is drawn; ``part`` (e.g. ``"ab"``): a further image of the same figure
+        (``figures/fig<n><part>.png``), shown in the report after the main one. Every figure goes
+        through here, so it reaches REPORT.md and index.html."""
+        if part:
+            rel = f"figures/fig{n}{part}.png"
+            if rel not in self.figure_parts.setdefault(n, []):
+                self.figure_parts[n].append(rel)
+            return self.fig_dir / f"fig{n}{part}.png"
         self.figures[n] = f"figures/fig{n}.png"
         return self.fig_dir / f"fig{n}.png"
 
@@ -625,7 +634,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "timings": timings, "stats": stats,
         "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
-                         "image": ctx.figures.get(f.number),
+                         "image": ctx.figures.get(f.number), "more_images": ctx.figure_parts.get(f.number, []),
                          "references": [dataclasses.asdict(r) for r in f.references]}
                         for f in paper.figures if f.number in figs],
         "claims": [_explained(paper, c, evidence) for c in ctx.claims],

@@ -147,3 +147,17 @@ def test_reproduce_json_carries_the_heads_counts(tmp_path):
     want = {"judged": 2, "pass": 1, "fail": 1, "insufficient": 0, "no data": 0, "by construction": 0, "info": 1,
             "reproduced": 0.5}
     assert doc["papers"][0]["summary"] == want and doc["summary"] == want and doc["ok"] is False
+
+
+def test_a_figures_further_panels_reach_the_report(tmp_path):
+    from testbed.analysis.plots import series_plot
+
+    _write(tmp_path, [])
+    series_plot(tmp_path / "p" / "figures" / "fig3ab.png", "t", "x", "y", {"s": {1: [1.0], 2: [2.0]}}, [])
+    p = tmp_path / "p" / "result.json"
+    res = json.loads(p.read_text())
+    res["figure_info"][0]["more_images"] = ["figures/fig3ab.png"]
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path)
+    assert "![Fig 3 (fig3ab)](p/figures/fig3ab.png)" in md.read_text()
+    assert page.read_text().count("<img class='figure'") == 2 and "id='p-fig3ab'" in page.read_text()
