@@ -449,7 +449,7 @@ def test_ordering_explanations_render_with_the_reproductions_numbers_or_are_not_
 def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes():
     from testbed.experiments.runner import _explained
 
-    ids = {c.id for c in G.claims_45(_rows45(), [4, 5])}
+    ids = {c.id for c in G.claims_45(_rows45(), [4, 5])} | {c.id for c in G.claims_6([_m6()] * 3)}
     assert set(G.EXPLAINED) <= ids
     c = G.claims_45(_rows45(rem_be=(5.0, 5.0)), [5])[0]
     assert c.verdict == C.FAIL and c.sentence.startswith("remote latency rises")
@@ -457,3 +457,7 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
                                     "load_runs": 12}})
     assert "7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
     assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "cpus": 2}})["not_measured"] == ["fanout_msgs_s"]
+    saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
+               if c.sentence.startswith("the latency graph"))
+    assert saw.verdict == C.FAIL
+    assert "sent 10 nacks" in _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["explanation"]
