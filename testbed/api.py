@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -257,6 +258,18 @@ def spawn_controller(run: RunDir, args: list[str]) -> int:
     return proc.pid
 
 
+def load_average() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages now (``os.getloadavg``), or None where the
+    platform has none. Recorded in every run's manifest (``load_avg``: ``start`` when the workload
+    starts, ``end`` when it ends, ``cpus``): the 1-minute value at the end covers the workload's last
+    minute, this run's own processes included, so a claim's explanation can cite how loaded the
+    machine was while the run measured (docs/experiments.md, "Explanations")."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:
     """Run the workload and the fault schedule to the end (foreground). Returns the timeline."""
     from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s
@@ -268,7 +281,7 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
         progress(f"settling {settle:g}s (subscriptions propagate)")
         time.sleep(settle)
     runner.start_workload(plan.duration_s)
-    session.run.update_manifest(status="running")
+    session.run.update_manifest(status="running", load_avg={"cpus": os.cpu_count(), "start": load_average()})
     on_event({"kind": "workload", "phase": "start", "duration_s": plan.duration_s,
               "t0_mono": runner.t0_mono})
     try:
@@ -279,7 +292,8 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
         runner.stop()
     if runner.finished_s is not None:
         session.run.update_manifest(workload_end_s=round(runner.finished_s, 3), ended="finished")
-    session.run.update_manifest(status="workload-done")
+    session.run.modify_manifest(lambda m: m.update(status="workload-done", load_avg={
+        **(m.get("load_avg") or {"cpus": os.cpu_count()}), "end": load_average()}))
     on_event({"kind": "workload", "phase": "end"})
     return timeline
 

@@ -81,6 +81,8 @@ def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
     when any claim failed."""
     import json
 
+    from testbed.experiments.claims import add_summaries, summary
+
     out = Path(report_md).parent
     docs = []
     for name in papers:
@@ -93,10 +95,12 @@ def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
         docs.append({"paper": r.get("paper", name), "title": r.get("title"), "scale": r.get("scale"),
                      "figures": r.get("figures"), "timings": r.get("timings"), "stats": r.get("stats"),
+                     "summary": summary(r.get("claims", [])),
                      "verdicts": verdicts, "claims": r.get("claims", []), "checks": r.get("checks"),
                      "result": str(f)})
     return {"schema": SCHEMA_VERSION, "command": "reproduce", "report": str(report_md),
             "page": str(Path(report_md).parent / "index.html"),
+            "summary": add_summaries(d["summary"] for d in docs),
             "ok": not any(d["verdicts"].get("fail", 0) for d in docs), "papers": docs}
 
 

@@ -71,6 +71,41 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Explanation:
+    """Why one claim does not hold here, from numbers measured in the same reproduction.
+
+    ``text`` is a ``str.format`` template over the evidence: the claim's own numbers (``mean``,
+    ``spread``, ``n``, ``ci_low``, ``ci_high``, ``paper_value``, a comparison's ``worst`` point), the machine's load during the figure's runs
+    (``load_1m_max``, ``load_1m_mean``, ``cpus``, ``load_runs``: from every run's manifest) and what
+    the paper's ``analyze`` recorded for the figure (``ctx.measure(figure, name=value)``: a count, a
+    broker queue, a CPU share). ``cites``: the evidence the cause rests on; if any of it was not
+    measured in this reproduction (missing, None or nan) the claim is shown as "not explained"."""
+
+    text: str
+    cites: tuple[str, ...]
+
+    def render(self, claim: dict[str, Any], evidence: dict[str, Any]) -> tuple[str | None, list[str]]:
+        import math
+
+        m = claim.get("measured") or {}
+        ci = m.get("ci") or (None, None)
+        values = {"mean": m.get("mean"), "spread": m.get("spread"), "n": m.get("n"), "ci_low": ci[0],
+                  "ci_high": ci[1], "worst": (m.get("detail") or {}).get("worst"),
+                  "paper_value": claim.get("paper_value"), **evidence}
+
+        def bad(v: Any) -> bool:
+            return v is None or (isinstance(v, float) and math.isnan(v))
+
+        missing = [k for k in self.cites if bad(values.get(k))]
+        if missing:
+            return None, missing
+        try:
+            return self.text.format(**values), []
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            return None, [f"template: {type(e).__name__}: {e}"]
+
+
+@dataclass(frozen=True)
 class Paper:
     name: str  # the protocol name (`testbed reproduce <name>`)
     title: str
@@ -84,18 +119,26 @@ class Paper:
     # says why where it does: what one run costs the machine, and what sharing it changes in what
     # the runs measure. `testbed reproduce --jobs N` overrides it.
     parallel: dict[str, int] = field(default_factory=dict)
-    # What we found where a claim does not hold here: (figure, the start of the claim's sentence)
-    # -> why, with the evidence (measured numbers, the predictor, the paper's setup we lack). The
-    # report prints it under a claim that failed (or had too few seeds); a failed claim without
-    # one is marked "not explained". Written from what the runs showed, never a reason to change
-    # a tolerance or a setup.
-    explained: dict[tuple[int, str], str] = field(default_factory=dict)
+    # Why a claim does not hold here: claim id (``Claim.id``, e.g. ``fig9:0-901-lower-than-0-349``)
+    # -> an :class:`Explanation` whose text is rendered with this reproduction's numbers and whose
+    # cited causes must have been measured in it, else the report shows "not explained". Written
+    # from what the runs showed, never a reason to change a tolerance or a setup. A legacy entry
+    # ((figure, start of the sentence) -> a fixed string) is shown as "not explained" with its
+    # text marked as an unmeasured note.
+    explained: dict[Any, Any] = field(default_factory=dict)
 
-    def explanation(self, figure: int, sentence: str) -> str | None:
-        for (f, start), why in self.explained.items():
-            if f == figure and sentence.startswith(start):
-                return why
-        return None
+    def explanation(self, claim: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
+        """``{"explanation": text or None, "not_measured": [...], "note": legacy text}`` for one
+        claim (as data) that failed, had too few seeds or no data."""
+        e = self.explained.get(claim.get("id"))
+        if isinstance(e, Explanation):
+            text, missing = e.render(claim, evidence)
+            return {"explanation": text, **({"not_measured": missing} if missing else {})}
+        for key, why in self.explained.items():
+            if (isinstance(key, tuple) and key[0] == claim.get("figure")
+                    and str(claim.get("sentence", "")).startswith(key[1])):
+                return {"explanation": None, "note": str(why)}
+        return {"explanation": None}
 
     def parallel_at(self, scale: str) -> int:
         return max(1, int(self.parallel.get(scale, 1)))

@@ -15,13 +15,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.experiments.claims import FAIL, INFO, INSUFFICIENT, NO_DATA, PASS
+from testbed.experiments.claims import (BY_CONSTRUCTION, FAIL, INFO, INSUFFICIENT, NO_DATA, PASS, add_summaries,
+                                        summary)
 
-VERDICT_TEXT = {PASS: "pass", FAIL: "**FAIL**", INFO: "info", INSUFFICIENT: "**insufficient seeds**",
-                NO_DATA: "**no data**"}
+VERDICT_TEXT = {PASS: "pass", FAIL: "**FAIL**", INFO: "info", INSUFFICIENT: "**insufficient**",
+                NO_DATA: "**no data**", BY_CONSTRUCTION: "by construction"}
 
 
-NOT_EXPLAINED = "not explained: nothing in the paper's module says why (a finding to look into)"
+NOT_EXPLAINED = "not explained"
+
+RULES = ("`value` = the 95% Student-t interval of the mean over the seeds (shown in brackets) inside the "
+         "tolerance band (wholly outside: fail; across an edge or one seed: insufficient); `shape` = holds on "
+         "every seed; `comparison` = the difference of the means exceeds the seeds' spread (sum of the sample "
+         "standard deviations) on >= 3 seeds (the t-interval of the paired differences shown beside it); "
+         "`information` = an absolute number set by the paper's hardware, reported and never judged; "
+         "`by construction` = decided by the plan (the parameter or invariant named), never counted as "
+         "reproduced. Reproduced = passes of judged claims / judged claims.")
+
+
+def paper_summary(r: dict[str, Any]) -> dict[str, Any]:
+    """The head's counts of one paper's result (recomputed from its claims: an older result.json
+    without ``summary`` gets the same numbers)."""
+    return summary(r.get("claims") or [])
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    rep = "-" if s.get("reproduced") is None else f"{s[PASS]}/{s['judged']} = {s['reproduced'] * 100:.0f}%"
+    return (f"judged {s['judged']}: {s[PASS]} pass, {s[FAIL]} fail, {s[INSUFFICIENT]} insufficient, "
+            f"{s[NO_DATA]} no data; {s[BY_CONSTRUCTION]} by construction; {s[INFO]} information; "
+            f"reproduced {rep}")
 
 
 def _m(meas: dict[str, Any], nd: int = 2) -> str:
@@ -29,9 +51,26 @@ def _m(meas: dict[str, Any], nd: int = 2) -> str:
     if mean is None or not n:
         return "-"
     s = f"{mean:.{nd}f}"
+    ci = meas.get("ci")
+    if ci and ci[0] is not None and ci[1] is not None:
+        s += f" [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]"
+    elif ci:  # one seed: an interval without bounds
+        s += " [-inf, inf]"
     if n > 1 and spread is not None:
         s += f" ± {spread:.{nd}f}"
     return f"{s} (n={n})"
+
+
+def why_text(c: dict[str, Any]) -> str:
+    """A failed (insufficient, no data) claim's explanation, or what it lacks."""
+    if c.get("explanation"):
+        return str(c["explanation"])
+    s = NOT_EXPLAINED
+    if c.get("not_measured"):
+        s += f" (its cause was not measured in this reproduction: {', '.join(map(str, c['not_measured']))})"
+    if c.get("note"):
+        s += f" (an unmeasured note, not evidence: {c['note']})"
+    return s
 
 
 def _pv(v: Any) -> str:
@@ -88,12 +127,10 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
     """One paper's section (``link_prefix``: path from the markdown file to ``<out>/<paper>/``)."""
     h = "#" * level
     claims = r.get("claims") or []
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_TEXT}
     L = [f"{h} {r['title']} (`{r['paper']}`, scale `{r['scale']}`)", ""]
     t = r.get("timings") or {}
     st = r.get("stats") or {}
-    L.append(f"Figures {', '.join(map(str, r['figures']))}. Claims: {counts[PASS]} pass, {counts[FAIL]} fail, "
-             f"{counts[INSUFFICIENT]} insufficient seeds, {counts[NO_DATA]} no data, {counts[INFO]} information. "
+    L.append(f"Figures {', '.join(map(str, r['figures']))}. Claims: {summary_line(paper_summary(r))}. "
              f"Runs: {st.get('points', 0)} ({st.get('ran', 0)} made now, {st.get('reused', 0)} reused). "
              f"Time: {t.get('total_s', '-')} s (runs {t.get('runs_s', '-')} s, analysis {t.get('analysis_s', '-')} s)."
              + (f" Points filter: `{json.dumps(r['points_filter'])}`." if r.get("points_filter") else ""))
@@ -106,12 +143,15 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
             L += [f"![Fig {f['number']}]({link_prefix}{f['image']})", ""]
         else:
             L += ["(no figure drawn: no data)", ""]
+        for extra in f.get("more_images") or []:
+            L += [f"![Fig {f['number']} ({Path(extra).stem})]({link_prefix}{extra})", ""]
         fc = [c for c in claims if c["figure"] == f["number"]]
         if fc:
-            L += ["| claim (paper) | kind | paper value | measured (mean ± spread, seeds) | tolerance | verdict |",
+            L += ["| claim (paper) | kind | paper value | measured (mean [interval] ± spread, seeds) | tolerance | verdict |",
                   "|---|---|---|---|---|---|"]
             for c in fc:
-                why = f" — {c['reason']}" if c.get("reason") and c["kind"] == "information" else ""
+                why = (f" — {c['reason']}" if c.get("reason") and c["kind"] in ("information", "construction")
+                       else "")
                 L.append(f"| {_cell(c['sentence'])} | {c['kind']} | {_cell(_pv(c.get('paper_value')))} | "
                          f"{_m(c['measured'])} | {_cell(c.get('tolerance') or '-')} | "
                          f"{VERDICT_TEXT[c['verdict']]}{_cell(why)} |")
@@ -119,7 +159,7 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
             failed = [c for c in fc if "explanation" in c]
             if failed:
                 L += ["Why these claims do not hold here:", ""]
-                L += [f"- *{c['sentence']}* ({c['verdict']}): {c['explanation'] or NOT_EXPLAINED}" for c in failed]
+                L += [f"- *{c['sentence']}* ({c['verdict']}): {why_text(c)}" for c in failed]
                 L.append("")
         pr = predicted_for(r, f["number"])
         if pr:
@@ -170,11 +210,15 @@ def _coverage_md(results: list[dict[str, Any]]) -> list[str]:
 def write_markdown(out_dir: Path, results: list[dict[str, Any]]) -> Path:
     L = ["# Reproductions", "",
          f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `testbed reproduce`. "
-         "Claims are judged from the runs' logs: `value` = the mean over the seeds inside the stated "
-         "tolerance; `shape` = holds on every seed; `comparison` = the difference of the means exceeds the "
-         "seeds' spread (sum of the sample standard deviations) on >= 3 seeds; `information` = a number set by "
-         "the paper's hardware, reported and never judged. The same page with the figures embedded: "
-         "`index.html`.", "", "This page covers:", ""]
+         f"Claims are judged from the runs' logs: {RULES} The same page with the figures embedded: "
+         "`index.html`.", "", "| paper | judged | pass | fail | insufficient | no data | by construction | "
+         "information | reproduced |", "|---|---|---|---|---|---|---|---|---|"]
+    sums = [(r["paper"], paper_summary(r)) for r in results]
+    for name, s in [*sums, ("**overall**", add_summaries(s for _, s in sums))]:
+        rep = "-" if s["reproduced"] is None else f"{s[PASS]}/{s['judged']} = {s['reproduced'] * 100:.0f}%"
+        L.append(f"| {name} | {s['judged']} | {s[PASS]} | {s[FAIL]} | {s[INSUFFICIENT]} | {s[NO_DATA]} | "
+                 f"{s[BY_CONSTRUCTION]} | {s[INFO]} | {rep} |")
+    L += ["", "This page covers:", ""]
     L += _coverage_md(results)
     for r in results:
         L.append(paper_markdown(r, link_prefix=f"{r['paper']}/", level=2))
@@ -189,7 +233,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#22
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}
 td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
 th{background:#f3f3f3}.pass{color:#070}.fail,.insufficient,.nodata{color:#b00;font-weight:bold}
-.info{color:#555}.fig{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}
+.info,.byconstruction{color:#555}.fig{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}
 .fig img{max-width:640px;border:1px solid #ddd}.paper{max-width:480px}
 code{background:#f6f6f6}
 """
@@ -220,6 +264,7 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
     st = r.get("stats") or {}
     H = [f"<section id='{e(r['paper'])}'><h2>{e(r['title'])} (<code>{e(r['paper'])}</code>, "
          f"scale <code>{e(r['scale'])}</code>)</h2>",
+         f"<p class='summary'>Claims: {e(summary_line(paper_summary(r)))}.</p>",
          f"<p>Runs: {st.get('points', 0)} ({st.get('ran', 0)} made, {st.get('reused', 0)} reused). "
          f"Time: {t.get('total_s', '-')} s (runs {t.get('runs_s', '-')} s, analysis {t.get('analysis_s', '-')} s)."
          + (f" Method and deviations: {e(r['notes'])}." if r.get("notes") else "") + "</p>"]
@@ -231,13 +276,18 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
                      f"src='{uri}'>")
         else:
             H.append("<p><em>no figure drawn (no data)</em></p>")
+        for extra in f.get("more_images") or []:
+            xuri = _data_uri(Path(out_dir) / r["paper"] / extra)
+            if xuri:
+                H.append(f"<img class='figure' id='{e(r['paper'])}-{e(Path(extra).stem)}' "
+                         f"alt='Fig {f['number']} ({e(Path(extra).stem)})' src='{xuri}'>")
         refs = "".join(f"<li>{e(_ref_text(x))}</li>" for x in f.get("references") or [])
         H.append(f"<div class='paper'><p><b>Paper:</b> {e(f['paper'])}</p>"
                  + (f"<p>Drawn as “paper” markers:</p><ul>{refs}</ul>" if refs else "") + "</div></div>")
         fc = [c for c in claims if c["figure"] == f["number"]]
         if fc:
             H.append("<table><tr><th>claim (paper)</th><th>kind</th><th>paper value</th>"
-                     "<th>measured (mean ± spread, seeds)</th><th>tolerance</th><th>verdict</th></tr>")
+                     "<th>measured (mean [interval] ± spread, seeds)</th><th>tolerance</th><th>verdict</th></tr>")
             for c in fc:
                 cls = c["verdict"].replace(" ", "")
                 reason = f"<br><small>{e(c['reason'])}</small>" if c.get("reason") else ""
@@ -250,7 +300,7 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
             if failed:
                 H.append("<p>Why these claims do not hold here:</p><ul class='why'>")
                 H += [f"<li><em>{e(c['sentence'])}</em> ({e(c['verdict'])}): "
-                      + (e(c["explanation"]) if c["explanation"] else f"<strong>{e(NOT_EXPLAINED)}</strong>")
+                      + (e(c["explanation"]) if c.get("explanation") else f"<strong>{e(why_text(c))}</strong>")
                       + "</li>" for c in failed]
                 H.append("</ul>")
         pr = predicted_for(r, f["number"])
@@ -305,13 +355,21 @@ def _coverage_html(results: list[dict[str, Any]]) -> str:
 
 def write_html(out_dir: Path, results: list[dict[str, Any]]) -> Path:
     body = "\n".join(paper_html(out_dir, r) for r in results)
+    e = html.escape
+    sums = [(r["paper"], paper_summary(r)) for r in results]
+    head = ("<table class='summary'><tr><th>paper</th><th>judged</th><th>pass</th><th>fail</th><th>insufficient</th>"
+            "<th>no data</th><th>by construction</th><th>information</th><th>reproduced</th></tr>")
+    for name, s in [*sums, ("overall", add_summaries(s for _, s in sums))]:
+        rep = "-" if s["reproduced"] is None else f"{s[PASS]}/{s['judged']} = {s['reproduced'] * 100:.0f}%"
+        head += (f"<tr><td>{e(name)}</td><td>{s['judged']}</td><td>{s[PASS]}</td><td>{s[FAIL]}</td>"
+                 f"<td>{s[INSUFFICIENT]}</td><td>{s[NO_DATA]}</td><td>{s[BY_CONSTRUCTION]}</td><td>{s[INFO]}</td>"
+                 f"<td>{rep}</td></tr>")
+    head += "</table>"
     toc = " · ".join(f"<a href='#{html.escape(r['paper'])}'>{html.escape(r['paper'])}</a>" for r in results)
     page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>testbed reproductions</title>"
             f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>"
-            f"<h1>Reproductions</h1><p>{toc}</p>{_coverage_html(results)}"
-            "<p>Verdicts: <b>value</b> = mean over the seeds inside the tolerance; <b>shape</b> = holds on every "
-            "seed; <b>comparison</b> = difference of the means exceeds the seeds' spread, on at least 3 seeds; "
-            "<b>information</b> = set by the paper's hardware, never judged. Markers labelled “paper” on a figure "
+            f"<h1>Reproductions</h1><p>{toc}</p>{head}{_coverage_html(results)}"
+            f"<p>Verdicts: {html.escape(RULES.replace('`', ''))} Markers labelled “paper” on a figure "
             "are the numbers the paper states.</p>"
             f"<div id='figures-status' data-ready='no'></div>{body}</body></html>")
     p = Path(out_dir) / "index.html"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from testbed.experiments import topologies
-from testbed.experiments.claims import Claim
+from testbed.experiments.claims import Claim, summary
 from testbed.experiments.grid import Grid, Paper, figure_list, matches
 from testbed.experiments.index import RunIndex, code_version, run_finished, run_key
 
@@ -65,7 +65,9 @@ class Context:
     claims: list[Claim] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     figures: dict[int, str] = field(default_factory=dict)  # figure -> png path relative to out
+    figure_parts: dict[int, list[str]] = field(default_factory=dict)  # figure -> more panels (e.g. "ab")
     numbers: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[int, dict[str, Any]] = field(default_factory=dict)  # figure -> measured causes
     _spark: Any = None
 
     @property
@@ -105,12 +107,33 @@ class Context:
 
         return read_runs(self.spark, list(self.run_dirs(grid).values()), ev)
 
-    def figure_path(self, n: int) -> Path:
+    def figure_path(self, n: int, part: str = "") -> Path:
+        """Where figure ``n`` is drawn; ``part`` (e.g. ``"ab"``): a further image of the same figure
+        (``figures/fig<n><part>.png``), shown in the report after the main one. Every figure goes
+        through here, so it reaches REPORT.md and index.html."""
+        if part:
+            rel = f"figures/fig{n}{part}.png"
+            if rel not in self.figure_parts.setdefault(n, []):
+                self.figure_parts[n].append(rel)
+            return self.fig_dir / f"fig{n}{part}.png"
         self.figures[n] = f"figures/fig{n}.png"
         return self.fig_dir / f"fig{n}.png"
 
     def add(self, *claims: Claim) -> None:
-        self.claims.extend(claims)
+        """Add claims; a claim is one sentence of the paper, once: a second claim with the same id
+        (``fig<N>:<sentence>``) is an error of the paper's module."""
+        have = {c.id for c in self.claims}
+        for c in claims:
+            if c.id in have:
+                raise ValueError(f"{self.paper.name}: claim {c.id!r} added twice (a claim is one sentence "
+                                 "of the paper, once; a check of the runs goes to the checks table)")
+            have.add(c.id)
+            self.claims.append(c)
+
+    def measure(self, figure: int, **values: Any) -> None:
+        """Record what this reproduction measured for a figure, for its claims' explanations
+        (``Explanation.cites``): a count, a queue length, a CPU share."""
+        self.evidence.setdefault(figure, {}).update(values)
 
     def references(self, n: int):
         return self.paper.figure(n).references
@@ -531,12 +554,42 @@ def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir:
     return by_grid, stats
 
 
-def _explained(paper: Paper, c: Claim) -> dict[str, Any]:
-    """A claim as data; one that failed (or had too few seeds) carries the paper's explanation
-    of why it does not hold here (``Paper.explained``), or None: not explained."""
-    d = c.to_dict()
+def load_evidence(run_dirs: list[Path]) -> dict[str, Any]:
+    """The machine's load while these runs measured, from their manifests (``load_avg``: the
+    1-minute load average when each workload ended): max, mean, the cores, how many runs had it."""
+    ends, cpus = [], None
+    for d in run_dirs:
+        try:
+            la = json.loads((Path(d) / "manifest.json").read_text()).get("load_avg") or {}
+        except (OSError, ValueError):
+            continue
+        if la.get("end"):
+            ends.append(float(la["end"][0]))
+            cpus = la.get("cpus") or cpus
+    if not ends:
+        return {}
+    return {"load_1m_max": max(ends), "load_1m_mean": sum(ends) / len(ends), "cpus": cpus,
+            "load_runs": len(ends)}
+
+
+def figure_evidence(ctx: Context, entries: dict[str, list[Entry]]) -> dict[int, dict[str, Any]]:
+    """Per figure: the load during its grids' runs plus what ``analyze`` measured for it."""
+    out = {}
+    for f in ctx.paper.figures:
+        runs = [e.run for g in f.grids for e in entries.get(g, []) if e.run is not None]
+        out[f.number] = {**load_evidence(runs), **ctx.evidence.get(f.number, {})}
+    return out
+
+
+def _explained(paper: Paper, c: Claim, evidence: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A claim as data; one that failed (or had too few seeds, or no data) carries the paper's
+    explanation of why it does not hold here rendered with this reproduction's numbers
+    (``Paper.explained[claim id]``), or None: not explained."""
+    from testbed.experiments.claims import _json
+
+    d = _json(c.to_dict())
     if c.verdict in ("fail", "insufficient", "no data"):
-        d["explanation"] = paper.explanation(c.figure, c.sentence)
+        d.update(paper.explanation(d, (evidence or {}).get(c.figure, {})))
     return d
 
 
@@ -594,6 +647,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     finally:
         if ctx._spark is not None:
             ctx._spark.stop()
+    evidence = figure_evidence(ctx, entries)
     timings = {"runs_s": round(t1 - t0, 1), "analysis_s": round(time.monotonic() - t1, 1),
                "total_s": round(time.monotonic() - t0, 1)}
     result = {
@@ -602,10 +656,11 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "timings": timings, "stats": stats,
         "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
-                         "image": ctx.figures.get(f.number),
+                         "image": ctx.figures.get(f.number), "more_images": ctx.figure_parts.get(f.number, []),
                          "references": [dataclasses.asdict(r) for r in f.references]}
                         for f in paper.figures if f.number in figs],
-        "claims": [_explained(paper, c) for c in ctx.claims],
+        "claims": [_explained(paper, c, evidence) for c in ctx.claims],
+        "summary": summary(ctx.claims),
         "checks": ctx.checks,
         "numbers": ctx.numbers,
         "runs": [{"name": entry_name(e), "grid": e.grid, "point": e.point, "repeat": e.repeat,

@@ -18,6 +18,9 @@ Layout (``runs/<run-id>/``)::
 manifest["timeline"] entries: {"fault", "op", "target", "groups", "planned_s",
 "actual_s", "status" (pending|done|failed|skipped), "error", "window", "source"}
 with times in seconds from the workload start ``manifest["t0_wall_ns"]``.
+manifest["load_avg"]: {"cpus", "start", "end"}: the machine's 1/5/15-minute load averages when
+the workload started and when it ended (``api.load_average``; cited by the reproductions'
+explanations of a claim that does not hold, docs/experiments.md).
 """
 
 from __future__ import annotations

@@ -91,6 +91,8 @@ def test_interrupted_reproduction_resumes_with_only_the_missing_points(tiny):
     # every run was a distinct (rate, seed): the repeat index reached the nodes
     manifests = [json.loads((p / "manifest.json").read_text()) for p in finished]
     seeds = {(m["set"]["rate"], m["repeat_index"]) for m in manifests}
+    for m in manifests:  # the load average while the run measured (cited by explanations)
+        assert m["load_avg"]["cpus"] >= 1 and len(m["load_avg"]["start"]) == len(m["load_avg"]["end"]) == 3
     assert seeds == {(r, i) for r in (10, 40) for i in range(3)}, why
     lines = " ".join(tiny["second"].stderr.split())  # the console may wrap a progress line
     assert "ETA" in lines and "repeat 3/3" in lines, why

@@ -30,9 +30,14 @@ def test_markdown_has_every_claim_check_run_and_time(tmp_path):
                                  {"run": "r1", "check": "tno", "passed": False, "violations": 3}])
     text = md.read_text()
     assert "![Fig 3](p/figures/fig3.png)" in text
-    assert "| a above b | comparison | - | 4.00 ± 2.00 (n=3) |" in text and "| pass |" in text
+    assert "| a above b | comparison | - | 4.00 [4.00, 4.00] ± 2.00 (n=3) |" in text and "| pass |" in text
     assert "| under 300 ms | information | < 300 ms | 13.00 ± 1.41 (n=2) | - | info — set by the paper's hardware |" in text
-    assert "| about 46 | value | 46 | 12.33 ± 0.58 (n=3) | within 30% of the paper | **FAIL** |" in text
+    assert "| about 46 | value | 46 | 12.33 [10.90, 13.77] ± 0.58 (n=3) | within 30% of the paper | **FAIL** |" in text
+    # the head: per paper and overall, judged / pass / fail / ... / reproduced = pass / judged
+    assert "| p | 2 | 1 | 1 | 0 | 0 | 0 | 1 | 1/2 = 50% |" in text
+    assert "| **overall** | 2 | 1 | 1 | 0 | 0 | 0 | 1 | 1/2 = 50% |" in text
+    assert "Claims: judged 2: 1 pass, 1 fail, 0 insufficient, 0 no data; 0 by construction; 1 information; " \
+        "reproduced 1/2 = 50%" in text
     assert "| tno | 1/2 **FAIL** | 3 | r1 |" in text
     assert "Time: 12.5 s" in text and "`g/x=1/r0`: /runs/a (reused)" in text
     html = page.read_text()
@@ -66,17 +71,30 @@ def test_measured_against_predicted_is_a_table_under_its_figure(tmp_path):
 
 
 def test_a_failed_claim_says_why_or_that_it_is_not_explained(tmp_path):
-    from testbed.experiments.grid import Figure, Paper
+    from testbed.experiments.grid import Explanation, Figure, Paper
     from testbed.experiments.runner import _explained
 
     paper = Paper(name="p", title="P", figures=(Figure(3, "three", (), "s"),), grids=(), analyze=lambda c: None,
-                  explained={(3, "about"): "the paper's machines had 6 processors; ours 2 (measured 12 vs 46)"})
+                  explained={"fig3:about-46": Explanation(
+                      "the machine was loaded: 1-min load average up to {load_1m_max:.1f} on {cpus} cores during "
+                      "the {load_runs} runs; measured {mean:.1f} (n={n})", ("load_1m_max", "cpus")),
+                      "fig3:near-40": Explanation("the broker queue was {queue}", ("queue",)),
+                      (3, "at 10"): "a fixed string written once"})
     ok = C.comparison(3, "a above b", [C.Difference("x", (5, 6, 7), (1, 2, 3), ">")], what="w")
     bad = C.value(3, "about 46", [12, 13, 12], 46, C.Tolerance("why", rel=0.3))
     lone = C.value(3, "near 40", [12, 13, 12], 40, C.Tolerance("why", rel=0.3))
-    ds = [_explained(paper, c) for c in (ok, bad, lone)]
+    legacy = C.value(3, "at 10 it is 40", [12, 13, 12], 40, C.Tolerance("why", rel=0.3))
+    evidence = {3: {"load_1m_max": 21.5, "load_1m_mean": 12.0, "cpus": 2, "load_runs": 3}}
+    ds = [_explained(paper, c, evidence) for c in (ok, bad, lone, legacy)]
     assert "explanation" not in ds[0]  # a pass needs none
-    assert ds[1]["explanation"].startswith("the paper's machines") and ds[2]["explanation"] is None
+    # rendered with this reproduction's numbers
+    assert ds[1]["explanation"] == ("the machine was loaded: 1-min load average up to 21.5 on 2 cores during the 3 "
+                                    "runs; measured 12.3 (n=3)")
+    # the cause it names (the queue) was not measured here: not explained, and says what is missing
+    assert ds[2]["explanation"] is None and ds[2]["not_measured"] == ["queue"]
+    # a static string is not evidence: shown as not explained, its text marked as a note
+    assert ds[3]["explanation"] is None and ds[3]["note"] == "a fixed string written once"
+    ds = ds[:3]
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "result.json").write_text(json.dumps(
         {"paper": "p", "title": "P", "scale": "quick", "figures": [3], "timings": {}, "stats": {},
@@ -84,11 +102,11 @@ def test_a_failed_claim_says_why_or_that_it_is_not_explained(tmp_path):
          "claims": ds, "checks": [], "runs": []}))
     md, page = report.write_all(tmp_path)
     text = md.read_text()
-    assert "- *about 46* (fail): the paper's machines had 6 processors" in text
-    assert f"- *near 40* (fail): {report.NOT_EXPLAINED}" in text
+    assert "- *about 46* (fail): the machine was loaded: 1-min load average up to 21.5" in text
+    assert f"- *near 40* (fail): {report.NOT_EXPLAINED} (its cause was not measured in this reproduction: queue)" in text
     assert "a above b* (" not in text
     html = page.read_text()
-    assert "<ul class='why'>" in html and f"<strong>{report.NOT_EXPLAINED.replace(chr(39), '&#x27;')}</strong>" in html
+    assert "<ul class='why'>" in html and f"<strong>{report.NOT_EXPLAINED} (its cause" in html
 
 
 def test_the_pages_say_which_papers_they_cover_and_when(tmp_path):
@@ -146,3 +164,57 @@ def test_the_run_index_stores_runs_relative_to_itself(tmp_path):
     # an index written before (absolute paths) reads as it is
     (tmp_path / "old.json").write_text(json.dumps({"k": {"run": "/abs/run"}}))
     assert RunIndex(tmp_path / "old.json").get("k")["run"] == "/abs/run"
+
+
+def test_load_evidence_comes_from_the_runs_manifests(tmp_path):
+    from testbed.experiments.runner import load_evidence
+
+    dirs = []
+    for i, end in enumerate((3.5, 7.25, None)):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        la = {"cpus": 2, "start": [1.0, 1.0, 1.0], **({"end": [end, 2.0, 1.0]} if end is not None else {})}
+        (d / "manifest.json").write_text(json.dumps({"load_avg": la}))
+        dirs.append(d)
+    ev = load_evidence(dirs + [tmp_path / "missing"])
+    assert ev == {"load_1m_max": 7.25, "load_1m_mean": 5.375, "cpus": 2, "load_runs": 2}
+    assert load_evidence([dirs[2]]) == {}  # never measured: nothing to cite
+
+
+def test_by_construction_is_shown_with_what_decides_it_and_never_reproduced(tmp_path):
+    _write(tmp_path, [])
+    p = tmp_path / "p" / "result.json"
+    res = json.loads(p.read_text())
+    res["claims"].append(C.by_construction(3, "100 ms gap", [100.2, 99.8, 100.0],
+                                           decided_by="log_force.gap_ms = 100 in the topology",
+                                           predicted=[100, 100, 100]).to_dict())
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path)
+    text = md.read_text()
+    assert "| 100 ms gap | construction | - | 100.00 ± 0.20 (n=3) | - | by construction — log_force.gap_ms = 100" in text
+    assert "| p | 2 | 1 | 1 | 0 | 0 | 1 | 1 | 1/2 = 50% |" in text  # counted, not judged
+    assert "<td class='byconstruction'>by construction</td>" in page.read_text()
+
+
+def test_reproduce_json_carries_the_heads_counts(tmp_path):
+    from testbed import jsonout
+
+    _write(tmp_path, [])
+    doc = jsonout.reproduce_doc(tmp_path / "REPORT.md", ["p"])
+    want = {"judged": 2, "pass": 1, "fail": 1, "insufficient": 0, "no data": 0, "by construction": 0, "info": 1,
+            "reproduced": 0.5}
+    assert doc["papers"][0]["summary"] == want and doc["summary"] == want and doc["ok"] is False
+
+
+def test_a_figures_further_panels_reach_the_report(tmp_path):
+    from testbed.analysis.plots import series_plot
+
+    _write(tmp_path, [])
+    series_plot(tmp_path / "p" / "figures" / "fig3ab.png", "t", "x", "y", {"s": {1: [1.0], 2: [2.0]}}, [])
+    p = tmp_path / "p" / "result.json"
+    res = json.loads(p.read_text())
+    res["figure_info"][0]["more_images"] = ["figures/fig3ab.png"]
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path)
+    assert "![Fig 3 (fig3ab)](p/figures/fig3ab.png)" in md.read_text()
+    assert page.read_text().count("<img class='figure'") == 2 and "id='p-fig3ab'" in page.read_text()
