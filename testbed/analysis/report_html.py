@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from testbed.analysis.report import fmt as _fmt
+from testbed.analysis.report import _window_note, fmt as _fmt
 from testbed.analysis.timeline import action_rows
 
 CSS = """
@@ -204,7 +204,8 @@ def _check_details(c: dict[str, Any]) -> str:
     by_fault = d.get("attributed_by_fault") or {}
     if by_fault:
         parts.append("<p>Missing deliveries attributed to faults (not violations):</p><ul>"
-                     + "".join(f"<li>fault #{_e(k)} <code>{_e(v.get('source'))}</code>: {_e(v.get('count'))}</li>"
+                     + "".join(f"<li>fault #{_e(k)} <code>{_e(v.get('source'))}</code>: {_e(v.get('count'))}"
+                               f"{_e(_window_note(v))}</li>"
                                for k, v in by_fault.items()) + "</ul>")
     ex = c.get("examples") or []
     if ex:
