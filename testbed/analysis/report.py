@@ -45,6 +45,18 @@ def _rejected_section(rej: dict[str, Any]) -> list[str]:
     return L
 
 
+def findings(checks: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(check, finding) of every check whose details carry a ``finding``: something the run shows
+    that passing checks do not (e.g. clients a protocol lost under faults), for the report's top."""
+    return [(c["name"], str((c.get("details") or {})["finding"])) for c in checks
+            if (c.get("details") or {}).get("finding")]
+
+
+def _findings(checks: list[dict[str, Any]]) -> list[str]:
+    f = findings(checks)
+    return ["**Findings:**", "", *[f"- `{n}`: {_cell(t)}" for n, t in f], ""] if f else []
+
+
 def _window_note(v: dict[str, Any]) -> str:
     """' (window a-b s, recovered by re-sync, 3 routes)' of an ``attributed_by_fault`` entry."""
     if "window" not in v:
@@ -68,6 +80,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         f"**Result: {'PASS' if ok else 'FAIL'}** ({sum(c['passed'] for c in checks)}/{len(checks)} checks passed)",
         "",
         *_rejected_warning(metrics.get("rejected") or {}),
+        *_findings(checks),
         "| | |",
         "|---|---|",
         f"| topology | {_cell(plan.get('name', '?'))} |",
