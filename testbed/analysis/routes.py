@@ -102,9 +102,11 @@ class Routes:
     is coded ``publisher endpoint * len(endpoints) + subscriber endpoint`` (a number: Spark
     aggregates it in a hash map), :meth:`code_column` builds it from the client names."""
 
-    def __init__(self, plan: dict[str, Any]):
+    def __init__(self, plan: dict[str, Any], hosted: bool = False):
+        """``hosted``: also an endpoint (b, b) per overlay node b, for clients a node hosts itself
+        (a mobile client's copy lives on its broker: its route ends there)."""
         self.graph = overlay(plan)
-        eps: set[tuple[str, str]] = set()
+        eps: set[tuple[str, str]] = {(b, b) for b in self.graph} if hosted else set()
         self.clients: dict[str, tuple[str, str]] = {}
         for name, n in sorted((plan.get("nodes") or {}).items()):
             c = n.get("clients")
@@ -121,7 +123,14 @@ class Routes:
 
     @property
     def known(self) -> bool:
-        return bool(self.endpoints)
+        return bool(self.clients)
+
+    def pair_codes(self, pub_eps: Iterable[tuple[str, str]], sub_eps: Iterable[tuple[str, str]]) -> list[int]:
+        """The pair codes from any of ``pub_eps`` to any of ``sub_eps`` (endpoints; unknown ones skipped)."""
+        k = len(self.endpoints)
+        ps = [self.index[e] for e in pub_eps if e in self.index]
+        ss = [self.index[e] for e in sub_eps if e in self.index]
+        return sorted({p * k + s for p in ps for s in ss})
 
     def client_codes(self) -> dict[str, int]:
         return {c: self.index[ep] for c, ep in self.clients.items()}
