@@ -63,7 +63,7 @@ def _window_note(v: dict[str, Any]) -> str:
         return ""
     lo, hi = v["window"]
     how = {"resync": "ends when the neighbours re-synchronised", "never": "never re-synchronised: open to the end",
-           "margin": "ends by the fault margin"}.get(v.get("recovered"), v.get("recovered"))
+           "margin": "ends by the fault margin", "restart": "ends at the node's restart (another fault)"}.get(v.get("recovered"), v.get("recovered"))
     routes = "every route" if v.get("routes") == "all" else f"{v.get('routes')} route(s) touched"
     return f" (window {lo:g}-{hi:g} s, {how}; {routes})"
 

@@ -25,7 +25,8 @@ restarted node (or each end of a healed hop) has logged the re-sync event the pr
 restart, in both directions where both ends log one. A neighbour that never re-synchronises keeps
 the window open to the end of the run (``recovered`` = ``never``). Faults without a re-sync
 (pause, stall, a link re-specification, a crash never restarted) end at their last action plus
-``fault_margin_s``, as before.
+``fault_margin_s``, as before. A crash whose restart is written as another fault ends at that
+restart (``restart``): the restart's own window, from its re-syncs, covers the recovery.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RouteWindow:
     source: str
     codes: frozenset[int] | None
     recovered: str  # "resync" (end measured from the logs) | "never" | "margin" (no re-sync applies)
+    #                 | "restart" (a crash whose restart is another fault: ends at the restart)
 
     def to_dict(self) -> dict[str, Any]:
         return {"fault": self.fault, "lo": self.lo, "hi": self.hi, "recovered": self.recovered,
@@ -218,12 +220,24 @@ def route_windows(windows: Iterable[FaultWindow], routes: Routes, resync: Iterab
                   *, margin_s: float, end_s: float) -> list[RouteWindow]:
     """Every attributable fault's :class:`RouteWindow`."""
     rows = list(resync)
+    windows = list(windows)
+    # a crash written apart from its restart (two faults): the crash's window ends at the restart,
+    # whose own window (from its re-syncs) covers the recovery; no margin after it
+    restarts: dict[str, list[float]] = {}
+    for w in windows:
+        if w.attributable and set(w.ops) == {"restart"}:
+            for t in w.targets:
+                restarts.setdefault(t, []).append(w.actual[0] if w.actual is not None else w.planned[0])
     out = []
     for w in windows:
         if not w.attributable:
             continue
         lo, hi = w.attribution_window(margin_s)
         end, how = recovery_end(w, routes.graph, rows, end_s)
+        start = w.actual[0] if w.actual is not None else w.planned[0]
+        later = [t for n in w.targets for t in restarts.get(n, ()) if t >= start]
+        if set(w.ops) == {"crash"} and later:
+            end, how = min(later), "restart"
         if end is not None:
             hi = end
         out.append(RouteWindow(w.fault, float(lo), float(hi), w.source or "/".join(w.ops), routes.touched(w), how))

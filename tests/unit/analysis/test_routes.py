@@ -82,3 +82,14 @@ def test_a_heal_recovers_when_both_ends_have_resynchronised():
     r = Routes(plan())
     w = win(["cut", "heal"], ["b2", "b4"], planned=(5.0, 6.0))
     assert recovery_end(w, r.graph, [("b2", "b4", 6.1), ("b4", "b2", 6.3)], 20.0) == (6.3, "resync")
+
+
+def test_a_crash_written_apart_from_its_restart_ends_at_the_restart():
+    r = Routes(plan())
+    crash = win(["crash"], ["b2"], planned=(5.0, 7.0), fault=0)  # the expander ends it at the restart
+    restart = win(["restart"], ["b2"], planned=(7.0, 7.0), fault=1)
+    rows = [("b1", "b2", 7.4), ("b2", "b1", 7.3), ("b3", "b2", 7.2), ("b2", "b3", 7.2), ("b4", "b2", 7.6),
+            ("b2", "b4", 7.5)]
+    c, s = route_windows([crash, restart], r, rows, margin_s=2.0, end_s=20.0)
+    assert (c.lo, c.hi, c.recovered) == (3.0, 7.0, "restart")  # not 7.0 + 2 s
+    assert (s.lo, s.hi, s.recovered) == (5.0, 7.6, "resync")
