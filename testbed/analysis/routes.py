@@ -122,6 +122,8 @@ class Routes:
         self.endpoints = sorted(eps)
         self.index = {ep: i for i, ep in enumerate(self.endpoints)}
         self._routes: dict[int, tuple[frozenset[str], frozenset[frozenset[str]]]] = {}
+        self._paths: dict[tuple[str, str], tuple[frozenset[str], frozenset[frozenset[str]]]] = {}
+        self._dists: dict[str, dict[str, int]] = {}
 
     @property
     def known(self) -> bool:
@@ -142,9 +144,35 @@ class Routes:
         if code not in self._routes:
             k = len(self.endpoints)
             (pn, pb), (sn, sb) = self.endpoints[code // k], self.endpoints[code % k]
-            nodes, hops = path(self.graph, pb, sb)
+            if (pb, sb) not in self._paths:  # one overlay path per broker pair, shared by its endpoints
+                self._paths[(pb, sb)] = path(self.graph, pb, sb)
+            nodes, hops = self._paths[(pb, sb)]
             self._routes[code] = (nodes | {pn, sn}, hops | {frozenset({pn, pb}), frozenset({sb, sn})})
         return self._routes[code]
+
+    def dist(self, a: str) -> dict[str, int]:
+        """Overlay hop counts from ``a`` (one BFS per node, cached)."""
+        if a not in self._dists:
+            self._dists[a] = _dist(self.graph, a)
+        return self._dists[a]
+
+    def _node_on(self, t: str, a: str, b: str) -> bool:
+        """Whether ``t`` is on a shortest overlay path from broker ``a`` to broker ``b`` (both ends when
+        they are not connected)."""
+        da = self.dist(a)
+        if b not in da:
+            return t in (a, b)
+        dt = self.dist(t)
+        return a in dt and b in dt and dt[a] + dt[b] == da[b]
+
+    def _hop_on(self, x: str, y: str, a: str, b: str) -> bool:
+        """Whether the hop x-y is on a shortest overlay path from ``a`` to ``b``."""
+        if y not in self.graph.get(x, ()):
+            return frozenset({x, y}) == frozenset({a, b}) and b not in self.dist(a)
+        da, db = self.dist(a), self.dist(b)
+        if b not in da:
+            return False
+        return any(u in da and v in db and da[u] + 1 + db[v] == da[b] for u, v in ((x, y), (y, x)))
 
     def touched(self, w: FaultWindow) -> frozenset[int] | None:
         """The pair codes whose route ``w`` touches (None: every route)."""
@@ -153,23 +181,28 @@ class Routes:
         ops = set(w.ops)
         targets = set(w.targets)
         if ops <= NODE_OPS:
-            def hit(nodes, hops):
-                return bool(targets & nodes)
+            def hit(pe, se):
+                (pn, pb), (sn, sb) = pe, se
+                return any(t in (pn, sn) or self._node_on(t, pb, sb) for t in targets)
         elif ops <= HOP_OPS and len(targets) == 2:
+            x, y = sorted(targets)
             pair = frozenset(targets)
 
-            def hit(nodes, hops):
-                return pair in hops
+            def hit(pe, se):
+                (pn, pb), (sn, sb) = pe, se
+                return pair in (frozenset({pn, pb}), frozenset({sb, sn})) or self._hop_on(x, y, pb, sb)
         elif ops <= PARTITION_OPS and w.groups:
             group = {n: i for i, g in enumerate(w.groups) for n in g}
 
-            def hit(nodes, hops):
+            def hit(pe, se):
+                _, hops = self.route(self.index[pe] * len(self.endpoints) + self.index[se])
                 return any(len(h) == 2 and all(x in group for x in h) and len({group[x] for x in h}) == 2
                            for h in hops)
         else:
             return None
         k = len(self.endpoints)
-        return frozenset(c for c in range(k * k) if hit(*self.route(c)))
+        return frozenset(i * k + j for i, pe in enumerate(self.endpoints) for j, se in enumerate(self.endpoints)
+                         if hit(pe, se))
 
 
 def resync_pairs(w: FaultWindow, graph: dict[str, set[str]]) -> list[tuple[str, str]]:
