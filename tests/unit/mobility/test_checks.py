@@ -234,7 +234,9 @@ def test_a_move_that_never_ends_is_a_finding_of_lost_clients(clean, spark, recon
     res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], drop_end)))
     lost = res["P2"].details["clients_lost"]
     assert lost["moves_never_ended"] == 1 and lost["movement"] == "reconfiguration"
-    assert res["P2"].details["finding"].startswith("reconfiguration: 0 of 4 mobile client(s) lost")
+    assert lost["mobile_clients"] == 6 and lost["clients_running_nowhere"] == 0  # the move did commit
+    assert res["P2"].details["finding"] == ("reconfiguration: 0 of 6 mobile client(s) lost (running nowhere at "
+                                            "the end), 1 move(s) never ended")
 
 
 def test_a_miss_on_a_stationary_route_no_fault_touches_fails_p4(clean, spark, reconf, tmp_path):
