@@ -45,6 +45,29 @@ def _rejected_section(rej: dict[str, Any]) -> list[str]:
     return L
 
 
+def findings(checks: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(check, finding) of every check whose details carry a ``finding``: something the run shows
+    that passing checks do not (e.g. clients a protocol lost under faults), for the report's top."""
+    return [(c["name"], str((c.get("details") or {})["finding"])) for c in checks
+            if (c.get("details") or {}).get("finding")]
+
+
+def _findings(checks: list[dict[str, Any]]) -> list[str]:
+    f = findings(checks)
+    return ["**Findings:**", "", *[f"- `{n}`: {_cell(t)}" for n, t in f], ""] if f else []
+
+
+def _window_note(v: dict[str, Any]) -> str:
+    """' (window a-b s, recovered by re-sync, 3 routes)' of an ``attributed_by_fault`` entry."""
+    if "window" not in v:
+        return ""
+    lo, hi = v["window"]
+    how = {"resync": "ends when the neighbours re-synchronised", "never": "never re-synchronised: open to the end",
+           "margin": "ends by the fault margin", "restart": "ends at the node's restart (another fault)"}.get(v.get("recovered"), v.get("recovered"))
+    routes = "every route" if v.get("routes") == "all" else f"{v.get('routes')} route(s) touched"
+    return f" (window {lo:g}-{hi:g} s, {how}; {routes})"
+
+
 def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any], ingest: dict[str, Any],
                   checks: list[dict[str, Any]], metrics: dict[str, Any], figures: list[Path],
                   out_dir: Path) -> str:
@@ -57,6 +80,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
         f"**Result: {'PASS' if ok else 'FAIL'}** ({sum(c['passed'] for c in checks)}/{len(checks)} checks passed)",
         "",
         *_rejected_warning(metrics.get("rejected") or {}),
+        *_findings(checks),
         "| | |",
         "|---|---|",
         f"| topology | {_cell(plan.get('name', '?'))} |",
@@ -112,7 +136,7 @@ def render_report(*, run_id: str, plan: dict[str, Any], manifest: dict[str, Any]
             if by_fault:
                 L += ["", f"Missing deliveries of `{c['name']}` attributed to faults (not violations):", ""]
                 for k, v in by_fault.items():
-                    L.append(f"- fault #{k} `{_cell(v.get('source'))}`: {v['count']}")
+                    L.append(f"- fault #{k} `{_cell(v.get('source'))}`: {v['count']}{_window_note(v)}")
             if c.get("examples"):
                 L += ["", f"Violations of `{c['name']}` (first {len(c['examples'])}):", ""]
                 for e in c["examples"]:

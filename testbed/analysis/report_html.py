@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from testbed.analysis.report import fmt as _fmt
+from testbed.analysis.report import _window_note, findings, fmt as _fmt
 from testbed.analysis.timeline import action_rows
 
 CSS = """
@@ -89,6 +89,9 @@ def render_report_html(*, run_id: str, plan: dict[str, Any], manifest: dict[str,
     P.append(f"<h1>Analysis of run <code>{_e(run_id)}</code></h1>")
     P.append(f'<p><span id="result" class="badge {"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</span> '
              f"{sum(c['passed'] for c in checks)}/{len(checks)} checks passed</p>")
+    if findings(checks):
+        P.append('<div id="findings"><p><b>Findings:</b></p><ul>' + "".join(
+            f"<li><code>{_e(n)}</code>: {_e(t)}</li>" for n, t in findings(checks)) + "</ul></div>")
     summary = [["topology", _e(plan.get("name", "?"))], ["protocol", _e(plan.get("protocol", "?"))],
                ["provider", _e(manifest.get("provider") or plan.get("provider", "?"))], ["emulation", _e(emulation)],
                ["duration", f"{_fmt(plan.get('duration_s'), 1)} s"],
@@ -208,7 +211,8 @@ def _check_details(c: dict[str, Any]) -> str:
     by_fault = d.get("attributed_by_fault") or {}
     if by_fault:
         parts.append("<p>Missing deliveries attributed to faults (not violations):</p><ul>"
-                     + "".join(f"<li>fault #{_e(k)} <code>{_e(v.get('source'))}</code>: {_e(v.get('count'))}</li>"
+                     + "".join(f"<li>fault #{_e(k)} <code>{_e(v.get('source'))}</code>: {_e(v.get('count'))}"
+                               f"{_e(_window_note(v))}</li>"
                                for k, v in by_fault.items()) + "</ul>")
     ex = c.get("examples") or []
     if ex:

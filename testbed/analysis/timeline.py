@@ -26,6 +26,7 @@ class FaultWindow:
     actual: tuple[float, float] | None  # None when no action of it ran
     status: str  # done | failed | skipped | pending | planned (no manifest timeline)
     delays_s: tuple[float, ...]  # actual - planned of each action that ran
+    groups: tuple[tuple[str, ...], ...] = ()  # a partition's groups (nodes)
 
     def attribution_window(self, margin_s: float) -> tuple[float, float]:
         lo, hi = self.planned
@@ -40,6 +41,7 @@ class FaultWindow:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ops"], d["targets"] = list(self.ops), list(self.targets)
+        d["groups"] = [list(g) for g in self.groups]
         return d
 
 
@@ -52,7 +54,7 @@ def _entries(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> tuple[list[
     for a in plan_dict.get("actions", []):
         out.append({"fault": a.get("fault", 0), "op": a.get("op"), "target": a.get("target", []),
                     "planned_s": a.get("at_s"), "actual_s": None, "status": None,
-                    "window": a.get("window"), "source": a.get("source", ""),
+                    "window": a.get("window"), "source": a.get("source", ""), "groups": a.get("groups") or [],
                     "call": (a.get("call") or {}).get("op")})
     return out, False
 
@@ -98,6 +100,7 @@ def fault_windows(manifest: dict[str, Any], plan_dict: dict[str, Any]) -> list[F
             targets=tuple(sorted({str(t) for e in es for t in (e.get("target") or [])})),
             source=str(first.get("source") or ""),
             planned=planned, actual=actual, status=status, delays_s=delays,
+            groups=tuple(tuple(str(n) for n in g) for g in (first.get("groups") or [])),
         ))
     return out
 

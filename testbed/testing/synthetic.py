@@ -8,7 +8,9 @@ delivered to every matching subscriber with a fixed one-way latency per site
 pair, except inside the stall window of ``b2`` (deliveries to rome are lost
 there, and the fault timeline explains it). Optional injected anomalies:
 ``duplicate`` (one publication delivered twice), ``lost`` (one delivery
-missing outside every fault window), ``torn`` (a killed node's torn last line),
+missing outside every fault window), ``lost_off_route`` (one delivery to ``locs``, whose route
+``pubs``-``b1``-``locs`` the stall of ``b2`` does not touch, missing inside the stall window),
+``torn`` (a killed node's torn last line),
 ``unknown_event`` (a line of an undeclared event type).
 """
 
@@ -63,7 +65,7 @@ def make_plan(duration_s: float, publishers: int, subscribers: int, stall: tuple
 def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float = 20.0, publishers: int = 2,
                  subscribers: int = 2, rate_per_s: float = 5.0, stall: tuple[float, float] | None = (8.0, 10.0),
                  rome_offset_ms: float = 50.0, actual_delay_ms: float = 12.0, duplicate: bool = False,
-                 lost: bool = False, torn: bool = True, unknown_event: bool = True,
+                 lost: bool = False, lost_off_route: bool = False, torn: bool = True, unknown_event: bool = True,
                  stream: bool = False) -> Synthetic:
     """Write the run directory; returns what was written.
 
@@ -101,7 +103,7 @@ def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float
         log(proc, -1.0, "subscribe", client=client, sub_id=f"{client}/s1", filter=flt,
             broker="b2" if proc == "subs" else "b1")
     pubs = deliveries = lost_in_fault = 0
-    lost_done = dup_done = False
+    lost_done = dup_done = off_done = False
     n_per_pub = int(duration_s * rate_per_s)
     for p in range(publishers):
         client = f"pubs-{p}"
@@ -125,6 +127,9 @@ def make_run_dir(root: Path, *, run_id: str = "synthetic-run", duration_s: float
                 if lost and not lost_done and proc == "subs" and t > duration_s / 2 + 3 and \
                         not (stall and t <= stall[1] + 3):
                     lost_done = True
+                    continue
+                if lost_off_route and not off_done and proc == "locs" and stall and stall[0] <= t <= stall[1]:
+                    off_done = True
                     continue
                 times = 2 if duplicate and not dup_done and proc == "locs" else 1
                 dup_done = dup_done or times == 2

@@ -133,6 +133,11 @@ def test_batched_fault_attribution_uses_each_runs_own_windows(spark, tmp_path):
          "window": [2.3, 2.6], "source": "crash: b6"},
         {"fault": 1, "op": "restart", "target": ["b6"], "planned_s": 2.6, "actual_s": 2.6, "status": "done",
          "window": [2.6, 2.6], "source": "restart: b6"}])
+    # the same history with the client groups in the plan: attribution by route (the restart's window
+    # ends at the re-syncs the brokers logged), still equal batched and alone
+    dirs["lost-routed"] = timeline(write_run(tmp_path / "lost-routed", cfgs, logs, restarts=restarts,
+                                             clients=True),
+                                   json.loads((dirs["lost"] / "manifest.json").read_text())["timeline"])
     batched = check_runs(spark, {k: str(d) for k, d in dirs.items()},
                          options=AnalysisOptions(settle_s=0.3, travel_margin_s=0.5))
     for key, d in dirs.items():

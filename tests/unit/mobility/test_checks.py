@@ -30,7 +30,8 @@ def history(movement: str):
 
 
 def write_run(root: Path, cfgs, logs, restarts: dict[str, int] | None = None,
-              crashed: tuple[str, ...] = ()) -> Path:
+              crashed: tuple[str, ...] = (), timeline: list[dict] | None = None, clients: bool = False,
+              params: dict | None = None) -> Path:
     """A run directory as the real runtime leaves it: node_start first, node_stop last (none for a
     node that crashed and never came back; a second node_start(restarted) where it restarted)."""
     root.mkdir(parents=True)
@@ -56,10 +57,15 @@ def write_run(root: Path, cfgs, logs, restarts: dict[str, int] | None = None,
     any_cfg = next(iter(cfgs.values()))
     plan = {"name": "t", "protocol": "mobility", "duration_s": DURATION, "params": any_cfg["params"],
             "actions": [], "nodes": {n: {"kind": c["kind"], "role": c["role"], "neighbors": c["neighbors"],
-                                         "host": "h", "site": "s"} for n, c in cfgs.items()}}
+                                         "host": "h", "site": "s",
+                                         **({"clients": c.get("clients")} if clients else {})}
+                                     for n, c in cfgs.items()}}
+    if params:
+        plan["params"] = {**plan["params"], **params}
     (root / "plan.json").write_text(json.dumps(plan))
     t0 = 1_700_000_000_000_000_000 + int(AFTER * 1e9)
-    (root / "manifest.json").write_text(json.dumps({"t0_wall_ns": t0, "timeline": [], "duration_s": DURATION}))
+    (root / "manifest.json").write_text(json.dumps({"t0_wall_ns": t0, "timeline": timeline or [],
+                                                    "duration_s": DURATION}))
     return root
 
 
@@ -187,6 +193,70 @@ def test_fifo_inversion_of_a_stationary_client_fails_p6(clean, spark, reconf, tm
     res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], swap)))
     assert clean["P6"].passed
     assert not res["P6"].passed and res["P6"].violations >= 1
+
+
+def test_fifo_inversion_of_a_mover_fails_p6_under_reconfiguration(clean, spark, reconf, tmp_path):
+    # reconfiguration keeps FIFO across a move: a mover's reordering is a violation, not information
+    def swap(logs):
+        b, d = _mover_delivery(logs)
+        ds = [i for i, r in enumerate(logs) if r["ev"] == "deliver" and r["client"] == b["client"]
+              and r["publisher"] == d["publisher"]]
+        i, j = ds[len(ds) // 2], ds[len(ds) // 2 + 1]
+        logs[i]["t"], logs[j]["t"] = logs[j]["t"], logs[i]["t"]
+        logs[i]["m"], logs[j]["m"] = logs[j]["m"], logs[i]["m"]
+    res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], swap)))
+    assert clean["P6"].passed and clean["P6"].details["mover_inversions"] == 0
+    assert not res["P6"].passed and res["P6"].violations >= 1
+    assert res["P6"].details["movers_judged"] and res["P6"].details["mover_inversions"] >= 1
+    assert res["P6"].examples[0]["client"].startswith("m-")
+
+
+def test_p7_others_changes_counts_other_clients_entries_only(spark, reconf, tmp_path):
+    # judged as covering: one change of the mover's own entry at a broker off its path, one change of
+    # another client's entry; only the second is another client's change
+    def add(logs):
+        ch = next(r for r in logs if r["ev"] == "rt_change")
+        logs.append(dict(ch, node="b7"))  # b7 is on no b1-b6 path: the mover's own entry, off the path
+        logs.append(dict(ch, owner="stay-1", id="stay-1:s1"))
+    res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], add),
+                                   params={"movement": "covering"}))
+    assert res["P7"].details["others_changes"] == 1, res["P7"].details
+    assert res["P7"].details["own_changes_off_path"] == 1
+
+
+def test_a_move_that_never_ends_is_a_finding_of_lost_clients(clean, spark, reconf, tmp_path):
+    assert clean["P2"].details["clients_lost"]["moves_never_ended"] == 0
+    assert "finding" not in clean["P2"].details
+
+    def drop_end(logs):
+        b, _ = _mover_delivery(logs)
+        logs[:] = [r for r in logs if not (r["ev"] == "move_end" and r["mid"] == b["mid"])]
+    res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], drop_end)))
+    lost = res["P2"].details["clients_lost"]
+    assert lost["moves_never_ended"] == 1 and lost["movement"] == "reconfiguration"
+    assert lost["mobile_clients"] == 6 and lost["clients_running_nowhere"] == 0  # the move did commit
+    assert res["P2"].details["finding"] == ("reconfiguration: 0 of 6 mobile client(s) lost (running nowhere at "
+                                            "the end), 1 move(s) never ended")
+
+
+def test_a_miss_on_a_stationary_route_no_fault_touches_fails_p4(clean, spark, reconf, tmp_path):
+    # b5 stalls 2-3 s (window 0-5 s with the margin): it is on pubs-0's route to stay-1 (b1..b6), on
+    # no route to stay-0 (b2). One delivery of each, published inside the window, is dropped.
+    t0 = 1_700_000_000_000_000_000 + int(AFTER * 1e9)
+    src = "{at: 2s, stall: b5, for: 1s}"
+    timeline = [{"fault": 0, "op": op, "target": ["b5"], "planned_s": t, "actual_s": t, "status": "done",
+                 "window": [2.0, 3.0], "source": src} for op, t in (("stall", 2.0), ("unstall", 3.0))]
+
+    def drop(logs):
+        for client in ("stay-0", "stay-1"):
+            i = next(i for i, r in enumerate(logs) if r["ev"] == "deliver" and r["client"] == client
+                     and r["publisher"] == "pubs-0" and t0 + int(2.2e9) <= r["pub_t"] <= t0 + int(2.8e9))
+            del logs[i]
+    res = results(spark, write_run(tmp_path / "run", reconf[0], mutate(reconf[1], drop), timeline=timeline,
+                                   clients=True))
+    assert not res["P4"].passed and res["P4"].violations == 1 and res["P4"].attributed == 1
+    assert res["P4"].examples[0]["client"] == "stay-0"
+    assert not res["P5"].passed and res["P5"].violations == 1
 
 
 def test_intersects_on_the_workload_filters():

@@ -67,7 +67,8 @@ DESCRIPTIONS = {
     "P4_completeness": "every matching publication is delivered to the client (either copy); covering: misses in "
                        "the client's own move windows are attributed to the move",
     "P5_others_unaffected": "clients that never move miss nothing and receive nothing twice",
-    "P6_fifo": "per-publisher FIFO at clients that never move (movers: informational)",
+    "P6_fifo": "per-publisher FIFO at every client, movers across their moves too (reconfiguration keeps it; "
+               "covering: movers informational)",
     "P7_routing_isolation": "every routing change of a move touches the mover's entries at a broker on its path "
                             "(covering: only changes tagged with an unknown move)",
     "P8_routing_atomicity": "a committed move prepared and committed at every path broker, an aborted one rolled "
@@ -242,21 +243,34 @@ def p3(ctx: BatchContext) -> Verdicts:
     return _verdicts(ctx, _tally([(duplicate_deliveries(ctx.df("deliver")), "client", "v")]))
 
 
-def _windows_df(ctx: BatchContext) -> DataFrame:
-    rows = [(rid, f, lo, hi, src) for rid, rc in ctx.runs.items() for f, lo, hi, src in rc.window_rows()]
-    return ctx.spark.createDataFrame(rows, "_wrun string, fault int, lo double, hi double, source string")
+def _attribute(ctx: BatchContext, missing: DataFrame) -> DataFrame:
+    """``checks._attribute`` run by run (each run's own routes and windows), on the (client,
+    publisher) pairs, copies and re-syncs collected once (namespaced ids split by run)."""
+    from testbed.protocols.pubsub.analysis.checks import RESYNC_EVENTS, needs_resync
 
-
-def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
-    """``pubsub.checks.attribute_to_faults`` with each run's own windows (``windows._wrun``)."""
-    hit = (
-        missing.select("client", "pub_id", "publisher", "pub_s")
-        .join(F.broadcast(windows), on=(run_of("client") == F.col("_wrun")) & (F.col("pub_s") >= F.col("lo"))
-              & (F.col("pub_s") <= F.col("hi")), how="left")
-        .groupBy("client", "pub_id", "publisher", "pub_s")
-        .agg(F.min("fault").alias("fault"), F.min_by("source", "fault").alias("fault_source"))
-    )
-    return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+    missing = missing.cache()
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for r in missing.select("client", "publisher").distinct().collect():
+        rid, c = r[0].split(SEP, 1)
+        pairs.setdefault(rid, []).append((c, (r[1] or "").split(SEP, 1)[-1]))
+    copies: dict[str, list[tuple[str, str]]] = {}
+    for r in ctx.df("client_state").select("client", "node").distinct().collect():
+        rid, c = r[0].split(SEP, 1)
+        copies.setdefault(rid, []).append((c, r[1].split(SEP, 1)[1]))
+    resync: dict[str, list[tuple[str, str, float]]] = {}
+    if any(needs_resync(rc) for rc in ctx.runs.values()):
+        for ev, peer in RESYNC_EVENTS:
+            for r in ctx.df(ev).select("node", peer, "t_rel_s").collect():
+                rid, node = r[0].split(SEP, 1)
+                resync.setdefault(rid, []).append((node, (r[1] or "").split(SEP, 1)[-1], float(r[2])))
+    rrows, wrows = [], []
+    for rid, rc in ctx.runs.items():
+        rr, wr = K.route_tables(rc, copies.get(rid, []), resync.get(rid, []), pairs.get(rid, []))
+        rrows += [(f"{rid}{SEP}{c}", f"{rid}{SEP}{p}", codes) for c, p, codes in rr]
+        wrows += [(rid, *w) for w in wr]
+    return K.attribute_by_route(missing, ctx.spark.createDataFrame(rrows, K.ROUTE_OF),
+                                ctx.spark.createDataFrame(wrows, "_wrun string, " + K.ROUTE_WINDOWS),
+                                run=run_of("client"))
 
 
 def _dead_clients(ctx: BatchContext) -> DataFrame:
@@ -308,7 +322,7 @@ def _missing(ctx: BatchContext) -> tuple[DataFrame, dict[str, dict[str, str]]]:
         )
         missing = K.attribute_to_moves(
             K.attribute_to_dead_clients(
-                attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), _windows_df(ctx)),
+                _attribute(ctx, missing_deliveries(expected, ctx.df("deliver"))),
                 _dead_clients(ctx)),
             K._moves(ctx), K.MOVE_MARGIN_S).cache()
         ctx.results[key] = (missing, bad)
@@ -341,10 +355,11 @@ def p5(ctx: BatchContext) -> Verdicts:
     return _verdicts(ctx, _tally([(lost.unionByName(dup), "client", "v")]))
 
 
-def p6(ctx: BatchContext) -> Verdicts:
-    movers = ctx.df("move_begin").select("client").distinct()
+def p6(ctx: BatchContext, movement: str) -> Verdicts:
     inv = fifo_inversions(ctx.df("deliver"))
-    return _verdicts(ctx, _tally([(inv.join(movers, on="client", how="left_anti"), "client", "v")]))
+    if movement != "reconfiguration":  # covering: movers informational
+        inv = inv.join(ctx.df("move_begin").select("client").distinct(), on="client", how="left_anti")
+    return _verdicts(ctx, _tally([(inv, "client", "v")]))
 
 
 def p7(ctx: BatchContext, movement: str) -> Verdicts:
@@ -429,7 +444,7 @@ def _group_checks(movement: str) -> list[tuple[str, Callable[[BatchContext], Ver
         ("P3_exactly_once", p3),
         ("P4_completeness", lambda c: p4(c, movement)),
         ("P5_others_unaffected", p5),
-        ("P6_fifo", p6),
+        ("P6_fifo", lambda c: p6(c, movement)),
         ("P7_routing_isolation", lambda c: p7(c, movement)),
         ("P8_routing_atomicity", lambda c: p8(c, movement)),
         ("P9_routing_consistency", p9),

@@ -18,10 +18,12 @@ stop before its send of (4), the target's receipt of (4) before its start).
                            (a client lost with its broker: every miss from the crash on);
                            covering: misses inside the client's own move windows are attributed
 * P5 others_unaffected     clients that never move: no duplicate, no miss (faults aside)
-* P6 fifo                  per (client, publisher) order; violations for clients that never
-                           move, informational for movers
+* P6 fifo                  per (client, publisher) order; violations for every client under
+                           reconfiguration (it keeps FIFO across a move), informational for
+                           movers under covering
 * P7 routing_isolation     every rt_change of a move is on the mover's entries at a broker on
-                           its path (reconfiguration); covering counts changes to others' entries
+                           its path (reconfiguration); covering counts changes to other clients'
+                           entries (``others_changes``; the mover's own off-path ones apart)
 * P8 routing_atomicity     a committed move prepared and committed at every path broker; an
                            aborted one rolled back every prepare; no tentative entry at the end
                            (per incarnation: what died with a crashed broker is attributed)
@@ -41,7 +43,6 @@ from pyspark.sql import functions as F
 
 from testbed.analysis.checks import CheckResult, summarize
 from testbed.protocols.pubsub.analysis.checks import (
-    attribute_to_faults,
     duplicate_deliveries,
     expected_deliveries,
     fifo_inversions,
@@ -481,6 +482,9 @@ def check_move_atomicity(ctx: AnalysisContext) -> CheckResult:
     if by_fault is not None:
         details.update(moves_cut_by_faults=v_fault, clients_lost_by_faults=n_lost_fault,
                        cut_moves=sorted(r["mid"] for r in by_fault.collect())[:20])
+    details["clients_lost"] = lost_clients(moves, bad_ends, cs, _movement(ctx))
+    if details["clients_lost"]["finding"]:
+        details["finding"] = details["clients_lost"]["finding"]
     r = summarize("P2_move_atomicity",
                   "each move ends once; commit => source clean and target started; abort => target never "
                   "started; one started copy per client at the end (clients whose broker crashed are "
@@ -491,6 +495,21 @@ def check_move_atomicity(ctx: AnalysisContext) -> CheckResult:
     if n2:
         r.examples += [{k: x for k, x in row.asDict().items()} for row in ends.limit(5).collect()]
     return r
+
+
+def lost_clients(moves: DataFrame, ends: DataFrame, client_state: DataFrame, movement: str) -> dict[str, Any]:
+    """Clients a protocol lost, whatever excused them: moves that began and never ended, and mobile
+    clients with no started copy anywhere at the end (``ends``: :func:`started_copies_at_end`).
+    ``finding``: the one line the report shows at its top when some were lost (None otherwise)."""
+    never = moves.where((F.col("ends") == 0) & F.col("begin_s").isNotNull()).count()
+    nowhere = ends.where(F.col("started") == 0).count()
+    mobile = client_state.select("client").distinct().count()
+    finding = None
+    if never or nowhere:
+        finding = (f"{movement}: {nowhere} of {mobile} mobile client(s) lost (running nowhere at the end), "
+                   f"{never} move(s) never ended")
+    return {"movement": movement, "mobile_clients": mobile, "clients_running_nowhere": nowhere,
+            "moves_never_ended": never, "finding": finding}
 
 
 def check_exactly_once(ctx: AnalysisContext) -> CheckResult:
@@ -541,6 +560,60 @@ def attribute_to_dead_clients(missing: DataFrame, dead: DataFrame) -> DataFrame:
     )
 
 
+def route_tables(ctx: AnalysisContext, copies: list[tuple[str, str]], resync: list[tuple[str, str, float]],
+                 pairs: list[tuple[str, str]]) -> tuple[list[tuple], list[tuple]]:
+    """(route_of rows [client, publisher, codes], window rows [fault, lo, hi, source, codes]) of one run
+    for :func:`attribute_by_route`: a stationary client's route ends at its group's process and broker
+    (the plan), a mobile client's at any broker where it ever had a copy (``copies`` [client, node]:
+    which one at the publication's time is not resolved, so every such route counts). ``pairs``: the
+    (subscriber, publisher) pairs to code. Codes and windows as ``analysis.routes``."""
+    from testbed.analysis.routes import Routes, route_windows
+
+    routes = Routes(ctx.plan, hosted=True)
+    eps: dict[str, set[tuple[str, str]]] = {c: {ep} for c, ep in routes.clients.items()}
+    for c, node in copies:
+        eps.setdefault(c, set()).add((node, node))
+    wins = route_windows(ctx.windows, routes, resync, margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s)
+    wrows = [(w.fault, w.lo, w.hi, w.source, None if w.codes is None else sorted(w.codes)) for w in wins]
+    rrows = [(c, p, routes.pair_codes(eps.get(p, ()), eps.get(c, ()))) for c, p in pairs] if routes.known else []
+    return rrows, wrows
+
+
+def attribute_by_route(missing: DataFrame, route_of: DataFrame, windows: DataFrame, run=None) -> DataFrame:
+    """[client, pub_id, publisher, pub_s] -> + [fault, fault_source]: the lowest-index fault whose window
+    contains ``pub_s`` and that touches the pair's route (``route_of`` [client, publisher, codes];
+    ``windows`` [fault, lo, hi, source, codes], codes null = every route; ``run``: a column of
+    ``missing`` equal to ``windows._wrun``, for many runs at once)."""
+    m = missing.select("client", "pub_id", "publisher", "pub_s").join(
+        route_of.select("client", "publisher", F.col("codes").alias("_rc")), on=["client", "publisher"], how="left")
+    on = ((F.col("pub_s") >= F.col("lo")) & (F.col("pub_s") <= F.col("hi"))
+          & (F.col("codes").isNull() | F.coalesce(F.arrays_overlap("_rc", "codes"), F.lit(False))))
+    if run is not None:
+        on = on & (run == F.col("_wrun"))
+    hit = (
+        m.join(F.broadcast(windows), on=on, how="left")
+        .groupBy("client", "pub_id", "publisher", "pub_s")
+        .agg(F.min("fault").alias("fault"), F.min_by("source", "fault").alias("fault_source"))
+    )
+    return hit.select("client", "pub_id", "publisher", "pub_s", "fault", "fault_source")
+
+
+ROUTE_OF = "client string, publisher string, codes array<int>"
+ROUTE_WINDOWS = "fault int, lo double, hi double, source string, codes array<int>"
+
+
+def _attribute(ctx: AnalysisContext, missing: DataFrame) -> DataFrame:
+    """:func:`attribute_by_route` of one run (the re-syncs read only when a fault ends by one)."""
+    from testbed.protocols.pubsub.analysis.checks import needs_resync, resync_rows
+
+    missing = missing.cache()
+    pairs = [(r[0], r[1]) for r in missing.select("client", "publisher").distinct().collect()]
+    copies = [(r[0], r[1]) for r in ctx.df("client_state").select("client", "node").distinct().collect()]
+    rrows, wrows = route_tables(ctx, copies, resync_rows(ctx) if needs_resync(ctx) else [], pairs)
+    return attribute_by_route(missing, ctx.spark.createDataFrame(rrows, ROUTE_OF),
+                              ctx.spark.createDataFrame(wrows, ROUTE_WINDOWS))
+
+
 def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
     key = "mobility.missing"
     if key not in ctx.results:
@@ -551,7 +624,7 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
                                        margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
         missing = attribute_to_moves(
             attribute_to_dead_clients(
-                attribute_to_faults(missing_deliveries(expected, ctx.df("deliver")), ctx.windows_df()),
+                _attribute(ctx, missing_deliveries(expected, ctx.df("deliver"))),
                 _dead_clients(ctx)),
             _moves(ctx), MOVE_MARGIN_S).cache()
         ctx.results[key] = (missing, expected.count(), errors)
@@ -596,26 +669,34 @@ def check_others_unaffected(ctx: AnalysisContext) -> CheckResult:
 
 
 def check_fifo(ctx: AnalysisContext) -> CheckResult:
+    """Per-publisher FIFO. Reconfiguration keeps it across a move (the target merges the moved
+    client's buffered notifications in order, section 3.4): a mover's inversion is a violation.
+    Covering does not: a mover's inversions are counted, informational."""
     movers = ctx.df("move_begin").select("client").distinct()
     inv = fifo_inversions(ctx.df("deliver")).cache()
     mover_inv = inv.join(movers, on="client", how="left_semi").count()
-    v = inv.join(movers, on="client", how="left_anti")
-    return summarize("P6_fifo", "per-publisher FIFO at clients that never move (movers: informational)", v,
-                     order=["deliver_s", "client"], details={"mover_inversions": mover_inv})
+    judged = _movement(ctx) == "reconfiguration"
+    v = inv if judged else inv.join(movers, on="client", how="left_anti")
+    return summarize("P6_fifo", "per-publisher FIFO at every client, movers across their moves too "
+                     "(reconfiguration keeps it; covering: movers informational)", v,
+                     order=["deliver_s", "client"], details={"mover_inversions": mover_inv, "movers_judged": judged})
 
 
 def check_routing_isolation(ctx: AnalysisContext) -> CheckResult:
     moves = _moves(ctx)
     v = isolation_violations(ctx.df("rt_change"), moves).cache()
     if _movement(ctx) == "covering":
-        others = v.where(F.col("what") != "unknown move")
+        # other clients' entries only; the mover's own entries at brokers off its path are counted apart
+        others = v.where(F.col("what") == "another client's entry")
         n_others = others.count()
         counts = {r["op"]: r["count"] for r in others.groupBy("op").count().collect()}
+        n_own = v.where(F.col("what") == "broker off the path").count()
         return summarize("P7_routing_isolation",
                          "covering: changes to other clients' entries are counted (no guarantee); only changes "
                          "tagged with an unknown move are violations",
                          v.where(F.col("what") == "unknown move"), order=["mid", "node"],
-                         details={"others_changes": n_others, "others_by_op": counts})
+                         details={"others_changes": n_others, "others_by_op": counts,
+                                  "own_changes_off_path": n_own})
     return summarize("P7_routing_isolation", "every routing change of a move touches the mover's entries at a "
                      "broker on its path", v, order=["mid", "node"])
 

@@ -24,17 +24,35 @@ PUBSUB = {P.check_no_duplicates: "no_duplicates", P.check_filter_match: "filter_
           P.check_completeness: "completeness"}
 
 
-def _fault_columns(ctxs: dict[str, AnalysisContext]):
-    """(fault, fault_source) of ``pub_s`` under each row's own run's fault windows."""
+def _resync_rows(batch: Batch, runs: list[str]) -> dict[str, list[tuple[str, str, float]]]:
+    """{run: ``pubsub.checks.resync_rows``} of the runs whose faults need them, read in one job per event."""
+    out: dict[str, list[tuple[str, str, float]]] = {r: [] for r in runs}
+    if runs:
+        for ev, peer in P.RESYNC_EVENTS:
+            for r in batch.df(ev, runs).select("run_id", "node", peer, "t_rel_s").collect():
+                out[r[0]].append((r[1], r[2], float(r[3])))
+    return out
+
+
+def _route_columns(batch: Batch, ctxs: dict[str, AnalysisContext]):
+    """(route, fault, fault_source): each row's route code and fault under its own run's routes and
+    fault windows (``pubsub.checks.run_route_windows``); route None when no run has a window to
+    attribute by route."""
+    rows = _resync_rows(batch, sorted(rid for rid, c in ctxs.items() if P.needs_resync(c)))
+    per = {rid: P.route_args(*P.run_route_windows(c, rows.get(rid, []))) for rid, c in sorted(ctxs.items())}
+    route = None
+    if any(r is not None for r, _ in per.values()):
+        route = F.lit(None).cast("int")
+        for rid, (r, _) in per.items():
+            if r is not None:
+                route = F.when(F.col("run_id") == F.lit(rid), r).otherwise(route)
     fault, source = F.lit(None).cast("int"), F.lit(None).cast("string")
-    for rid, c in sorted(ctxs.items()):
-        rows = c.window_rows()
-        if rows:
-            f, s = P.fault_columns(F.col("pub_s"), rows)
+    for rid, (_, wins) in per.items():
+        if wins:
+            f, s = P.route_fault_columns(F.col("pub_s"), F.col("route"), wins)
             hit = F.col("run_id") == F.lit(rid)
             fault, source = F.when(hit, f).otherwise(fault), F.when(hit, s).otherwise(source)
-    return fault, source
-
+    return route, fault, source
 
 
 def run_part(batch: Batch, runs_of: dict[str, list[str]]) -> None:
@@ -76,11 +94,11 @@ def run_part(batch: Batch, runs_of: dict[str, list[str]]) -> None:
     errs = {rid: {f: e for f, e in errors.items() if f in texts.get(rid, set())} for rid in runs}
     cs = {rid: batch.ctxs[rid] for rid in runs}
     opts = next(iter(cs.values())).options
+    route, fault, source = _route_columns(batch, cs)
     kw = dict(settle_s=by_run({r: c.settle_s for r, c in cs.items()}), margin_s=opts.travel_margin_s,
-              end_s=by_run({r: c.end_s for r, c in cs.items()}), by=BY)
+              end_s=by_run({r: c.end_s for r, c in cs.items()}), by=BY, route=route)
     # counted on the hashed pairs; the exact ones read only for examples
     j = P.judged_pairs(batch.df("deliver", runs), subs, pubs, matches, **kw)
-    fault, source = _fault_columns(cs)
     j = j.withColumn("fault", fault)
     jh = P.judged_pairs(batch.df("deliver", runs), subs, pubs, matches, hashed=True, **kw)
     tally = {k[0]: v for k, v in P.pubsub_tally(jh, pubs, fault, source, BY, exact=j).items()}
@@ -117,7 +135,7 @@ def run_part(batch: Batch, runs_of: dict[str, list[str]]) -> None:
         c = cs[rid]
         details, n_un, attributed = P.completeness_details(
             tally.get(rid, empty), errs[rid], settle_s=c.settle_s, travel_margin_s=c.options.travel_margin_s,
-            fault_margin_s=c.options.fault_margin_s, end_s=c.end_s)
+            fault_margin_s=c.options.fault_margin_s, end_s=c.end_s, windows=P.run_route_windows(c)[1])
         batch.shared[rid]["completeness"] = details
         batch.results[rid]["completeness"] = CheckResult(
             "completeness", n_un == 0 and not errs[rid], n_un, attributed=attributed,

@@ -8,7 +8,9 @@ Times are ``t_rel_s`` (seconds from the workload start, clock-corrected).
 * filter_match      every delivery matches a subscription the client issued before it
 * fifo              per (subscriber, publisher), deliveries arrive in publication order
 * completeness      every publication that matched a subscription active throughout its
-                    travel was delivered; a miss inside a fault window is *attributed*
+                    travel was delivered; a miss is *attributed* to a fault only when the fault
+                    touched its route (publisher's process, the overlay path between the two
+                    brokers, subscriber's process) within the fault's window (``analysis.routes``)
 """
 
 from __future__ import annotations
@@ -190,14 +192,76 @@ def attribute_to_faults(missing: DataFrame, windows: DataFrame) -> DataFrame:
 def fault_columns(pub_s, windows: list[tuple[int, float, float, str]]):
     """(fault, fault_source) as column expressions of ``pub_s``: the lowest-index fault whose window
     [lo, hi] contains it (null: none), as :func:`attribute_to_faults` joins, without a join."""
+    return route_fault_columns(pub_s, None, [(f, lo, hi, src, None) for f, lo, hi, src in windows])
+
+
+def route_fault_columns(pub_s, route, windows: list[tuple[int, float, float, str, frozenset[int] | None]]):
+    """(fault, fault_source) as column expressions: the lowest-index fault whose window [lo, hi]
+    contains ``pub_s`` and whose touched routes (``analysis.routes``: pair codes; None = every
+    route) contain ``route`` (null: none)."""
     fault = source = None
-    for f, lo, hi, src in sorted(windows, reverse=True):  # the lowest index is the outermost when
+    for f, lo, hi, src, codes in sorted(windows, key=lambda w: w[0], reverse=True):  # the lowest index
+        if codes is not None and not codes:  # touches no route of the run
+            continue
         hit = (pub_s >= F.lit(lo)) & (pub_s <= F.lit(hi))
+        if codes is not None:
+            hit = hit & route.isin(sorted(codes))
         fault = F.when(hit, F.lit(f)).otherwise(fault if fault is not None else F.lit(None))
         source = F.when(hit, F.lit(src)).otherwise(source if source is not None else F.lit(None))
     if fault is None:
         return F.lit(None).cast("int"), F.lit(None).cast("string")
     return fault.cast("int"), source.cast("string")
+
+
+def route_code(codes: dict[str, int], n_endpoints: int, client="client", pub_id="pub_id") -> Column:
+    """The route of a (subscriber ``client``, publication ``pub_id``) pair as ``analysis.routes.Routes``
+    codes it (the publisher is ``pub_id``'s part before ``:``); null when a client is not in the plan."""
+    m = F.create_map(*[x for c, i in sorted(codes.items()) for x in (F.lit(c), F.lit(i))])
+    pub = F.substring_index(F.col(pub_id), ":", 1)
+    return (m[pub] * F.lit(n_endpoints) + m[F.col(client)]).cast("int")
+
+
+def needs_resync(ctx: AnalysisContext) -> bool:
+    """Whether some fault of the run ends by re-synchronisation (its recovery read from the logs)."""
+    from testbed.analysis.routes import RESYNC_OPS
+
+    return any(w.attributable and set(w.ops) & RESYNC_OPS for w in ctx.windows)
+
+
+def run_route_windows(ctx: AnalysisContext, resync: list[tuple[str, str, float]] | None = None):
+    """(Routes, [RouteWindow]) of one run: its faults' windows by route, each restart's or heal's
+    recovery ended by the brokers' ``broker_resync`` (peer) and the client processes'
+    ``client_resync`` (broker) events (``resync``: those rows when already read, as the batch
+    does). Computed once per analysis."""
+    key = "pubsub.routes"
+    if key not in ctx.results:
+        from testbed.analysis.routes import Routes, route_windows
+
+        routes = Routes(ctx.plan)
+        rows = resync if resync is not None else resync_rows(ctx) if needs_resync(ctx) else []
+        ctx.results[key] = (routes, route_windows(ctx.windows, routes, rows, margin_s=ctx.options.fault_margin_s,
+                                                  end_s=ctx.end_s))
+    return ctx.results[key]
+
+
+RESYNC_EVENTS = (("broker_resync", "peer"), ("client_resync", "broker"))  # (event, the peer re-synced)
+
+
+def resync_rows(ctx: AnalysisContext) -> list[tuple[str, str, float]]:
+    """(node that logged, peer, t_rel_s) of every re-sync of the run (small: one per reconnection)."""
+    out: list[tuple[str, str, float]] = []
+    for ev, peer in RESYNC_EVENTS:
+        if ctx.has(ev):
+            out += [(r[0], r[1], float(r[2])) for r in ctx.df(ev).select("node", peer, "t_rel_s").collect()]
+    return out
+
+
+def route_args(routes, rwins) -> tuple[Column | None, list]:
+    """(route code column or None, the windows as :func:`route_fault_columns` takes them)."""
+    rows = [(w.fault, w.lo, w.hi, w.source, w.codes) for w in rwins]
+    if not routes.known or not rows:
+        return None, [(f, lo, hi, src, None) for f, lo, hi, src, _ in rows]
+    return route_code(routes.client_codes(), len(routes.endpoints)), rows
 
 
 def pair_key(client, pub_id) -> list:
@@ -209,7 +273,8 @@ def pair_key(client, pub_id) -> list:
 
 
 def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: DataFrame, *, settle_s,
-                 margin_s: float, end_s, by: tuple[str, ...] = (), hashed: bool = False) -> DataFrame:
+                 margin_s: float, end_s, by: tuple[str, ...] = (), hashed: bool = False,
+                 route: Column | None = None) -> DataFrame:
     """The delivered and the matched (client, publication) pairs in one aggregation, for
     no_duplicates, filter_match and completeness at once:
     [*by, client, pub_id, deliveries, first_s, last_s, ok_sub_s, expected, pub_s].
@@ -228,7 +293,10 @@ def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: 
     :func:`with_publisher` adds the publisher where examples need it.
 
     ``hashed``: grouped by :func:`pair_key` instead, with ``_k1``, ``_k2`` in place of client and
-    pub_id: what :func:`pubsub_tally` counts on; examples come from the exact pairs."""
+    pub_id: what :func:`pubsub_tally` counts on; examples come from the exact pairs.
+
+    ``route``: the route code of a candidate pair (:func:`route_code`, over its ``client`` and
+    ``pub_id``), aggregated as ``route`` (a number); null when None (no fault to attribute by route)."""
     settle = settle_s if isinstance(settle_s, Column) else F.lit(settle_s)
     end = end_s if isinstance(end_s, Column) else F.lit(end_s)
     margin = F.lit(margin_s)
@@ -247,18 +315,20 @@ def judged_pairs(deliver: DataFrame, subs: DataFrame, pubs: DataFrame, matches: 
                 F.when((F.col("pub_s") + margin <= end) & (F.col("sub_s") + settle <= F.col("pub_s"))
                        & (F.col("unsub_s").isNull() | (F.col("unsub_s") >= F.col("pub_s") + margin)), 1)
                 .otherwise(0).alias("_e"),
-                "pub_s")
+                "pub_s", *([route.alias("_r")] if route is not None else []))
     )
     d = deliver.select(*by, *keys, F.col("t_rel_s").cast("double").alias("_t"), F.lit(1).alias("_d"),
                        F.lit(None).cast("double").alias("_sub_s"), F.lit(0).alias("_e"),
-                       F.lit(None).cast("double").alias("pub_s"))
-    return (
+                       F.lit(None).cast("double").alias("pub_s"),
+                       *([F.lit(None).cast("int").alias("_r")] if route is not None else []))
+    j = (
         d.unionByName(cand)
         .groupBy(*by, *names)
         .agg(F.sum("_d").alias("deliveries"), F.min("_t").alias("first_s"), F.max("_t").alias("last_s"),
              F.min("_sub_s").alias("ok_sub_s"), (F.max("_e") == 1).alias("expected"),
-             F.max("pub_s").alias("pub_s"))
+             F.max("pub_s").alias("pub_s"), *([F.max("_r").alias("route")] if route is not None else []))
     )
+    return j if route is not None else j.withColumn("route", F.lit(None).cast("int"))
 
 
 def with_publisher(pairs: DataFrame, pubs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
@@ -318,9 +388,15 @@ def pubsub_tally(j: DataFrame, pubs: DataFrame, fault, source, by: tuple[str, ..
 
 
 def completeness_details(t: dict, errors: dict[str, str], *, settle_s: float, travel_margin_s: float,
-                         fault_margin_s: float, end_s: float) -> tuple[dict, int, int]:
-    """(details, unattributed, attributed) of completeness from one run's :func:`pubsub_tally`."""
-    by_fault = {int(f): {"count": n, "source": s} for (f, s), n in t["miss"].items() if f is not None}
+                         fault_margin_s: float, end_s: float, windows=()) -> tuple[dict, int, int]:
+    """(details, unattributed, attributed) of completeness from one run's :func:`pubsub_tally`
+    (``windows``: the run's ``analysis.routes.RouteWindow`` list: each excusing fault's window)."""
+    win = {w.fault: w for w in windows}
+    by_fault = {int(f): {"count": n, "source": s, **({"window": [round(win[int(f)].lo, 3), round(win[int(f)].hi, 3)],
+                                                      "recovered": win[int(f)].recovered,
+                                                      "routes": "all" if win[int(f)].codes is None
+                                                      else len(win[int(f)].codes)} if int(f) in win else {})}
+                for (f, s), n in t["miss"].items() if f is not None}
     attributed = sum(v["count"] for v in by_fault.values())
     n_un = sum(n for (f, _), n in t["miss"].items() if f is None)
     details = {
@@ -350,7 +426,7 @@ DESCRIPTIONS = {
     "filter_match": "every delivery matches a filter the client subscribed with before it",
     "fifo": "per-publisher FIFO order at every subscriber",
     "completeness": "every matching publication sent while the subscription was settled and active is delivered "
-                    "(misses inside a fault window are attributed to it)",
+                    "(a miss is attributed to a fault that touched its route inside the fault's window)",
 }
 # the order of each check's examples
 ORDERS = {"no_duplicates": ["first_s", "client", "pub_id"], "filter_match": ["deliver_s", "client", "pub_id"],
@@ -363,10 +439,12 @@ def _shared(ctx: AnalysisContext) -> tuple[DataFrame, dict, dict[str, str]]:
     key = "pubsub.judged"
     if key not in ctx.results:
         subs, pubs, matches, errors = _matching(ctx)
-        kw = dict(settle_s=ctx.settle_s, margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s)
+        routes, rwins = run_route_windows(ctx)
+        route, wins = route_args(routes, rwins)
+        kw = dict(settle_s=ctx.settle_s, margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s, route=route)
         # counted on the hashed pairs; the exact ones (no job unless a check has examples to show)
         j = judged_pairs(ctx.df("deliver"), subs, pubs, matches, **kw)
-        fault, source = fault_columns(F.col("pub_s"), ctx.window_rows())
+        fault, source = route_fault_columns(F.col("pub_s"), F.col("route"), wins)
         t = pubsub_tally(judged_pairs(ctx.df("deliver"), subs, pubs, matches, hashed=True, **kw), pubs, fault, source,
                          exact=j).get((), {"dup": 0, "fm": 0, "unknown": 0, "expected": 0, "miss": {}})
         ctx.results[key] = (j.withColumn("fault", fault), t, errors)
@@ -417,7 +495,7 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
     j, t, errors = _shared(ctx)
     details, n_un, attributed = completeness_details(
         t, errors, settle_s=ctx.settle_s, travel_margin_s=ctx.options.travel_margin_s,
-        fault_margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s)
+        fault_margin_s=ctx.options.fault_margin_s, end_s=ctx.end_s, windows=run_route_windows(ctx)[1])
     ctx.results["completeness"] = details
     unattributed = with_publisher(j.where(F.col("expected") & (F.col("deliveries") == 0) & F.col("fault").isNull())
                                   .select("client", "pub_id", "pub_s"), _matching(ctx)[1])
