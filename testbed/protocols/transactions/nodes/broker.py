@@ -58,7 +58,9 @@ from testbed.protocols.transactions.nodes import events as _events  # noqa: F401
 from testbed.protocols.transactions.nodes.snapshot import table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
-TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join", "txq"))
+TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS)
+                     + ("txop", "txack", "join", "txq", "txssid", "txopok"))
+UNHELD = ("join", "txssid")  # taken at once by a broker that is re-learning its state
 RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
@@ -103,8 +105,11 @@ class TxBroker(Broker):
         missed: re-sent as fire-and-forget floods (``rs``), applied where still open."""
         super().on_peer_up(peer)
         if peer in self._nset:
-            for tx, outcome in self.recent.items():
-                self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
+            self._peer_up_tx(peer)
+
+    def _peer_up_tx(self, peer: str) -> None:
+        for tx, outcome in self.recent.items():
+            self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
 
     # -- dispatch -----------------------------------------------------------------
     def _flush_held(self) -> None:
@@ -119,7 +124,7 @@ class TxBroker(Broker):
         if k not in TX_KINDS:
             super().on_message(src, msg)
             return
-        if self._held is not None and k != "join":
+        if self._held is not None and k not in UNHELD:
             if self.rt.mono_ns() < self._hold_until:
                 if not self._held:
                     self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
@@ -150,6 +155,10 @@ class TxBroker(Broker):
             self._on_op_ack(frm, msg)
         elif k == "join":
             self._on_join(frm, msg)
+        elif k == "txssid":
+            self._on_ssid(frm, msg)
+        elif k == "txopok":
+            self._on_op_ok(frm, msg)
         elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
             tx = msg["tx"]
             if tx in self.terminated:
@@ -198,7 +207,7 @@ class TxBroker(Broker):
 
     def _resync_outcome(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
         """An outcome re-sent after a restart: apply it and pass it on, without acknowledgements."""
-        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"]})
+        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"], "rs": True})
         fwd = {"k": kind, "tx": msg["tx"], "rs": True}
         for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(msg["tx"], ())):
             if h != frm:
@@ -273,6 +282,12 @@ class TxBroker(Broker):
         pass
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_ssid(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
         pass
 
     # -- shared by the variants: apply one op to a table ------------------------------------
@@ -382,6 +397,7 @@ class TXContext:
     key: tuple
     ssid: int
     txrs: RoutingTable
+    base: RoutingTable | None = None  # version ``ssid`` (None: missing here; the prepare votes abort)
     writes: list[tuple] = field(default_factory=list)  # (op dict, from hop) in processing order
     pubs: list[dict[str, Any]] = field(default_factory=list)  # buffered publications' attrs
     undo: list[tuple] = field(default_factory=list)  # D-TXNI
@@ -395,6 +411,11 @@ class DtxBroker(TxBroker):
         super().__init__(rt)
         self.ssid = 0
         self.versions: dict[int, RoutingTable] = {0: self.table}
+        # a superseded version stays this long (an init that took it at a broker the commit had
+        # not reached yet may still come); one an open transaction uses is held by its context
+        self._keep_ns = int(float((self.config.get("params") or {}).get("snapshot_keep", 30.0)) * 1e9)
+        self._superseded: dict[int, int] = {}  # ssid -> mono ns it stopped being current
+        self._fresh = True  # not yet taken part: adopts the neighbours' snapshot counter
         self.ctx: dict[str, TXContext] = {}
         self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait {(hop, op id)}}
         self._ack_for: dict[tuple[str, str, str], tuple[str, str]] = {}  # (tx, op id, hop) -> pending key
@@ -406,13 +427,17 @@ class DtxBroker(TxBroker):
             ssid = int(msg["ssid"]) if "ssid" in msg else self.ssid  # the TXC's edge broker sets it
             o = msg["o"]
             key = (ssid, str(o[0]), int(o[1]))
-            base = self.versions.get(ssid, self.table)
-            txrs = base.clone() if self.isolation else self.table
-            self.ctx[tx] = TXContext(tx, key, ssid, txrs)
+            self._fresh = False
+            base = self.versions.get(ssid)
+            if base is None and self.isolation:  # never a silent fall back to the current table
+                self.rt.log("tx_snapshot_missing", tx=tx, ssid=ssid, current=self.ssid,
+                            kept=sorted(self.versions))
+            txrs = (base or self.table).clone() if self.isolation else self.table
+            self.ctx[tx] = TXContext(tx, key, ssid, txrs, base)
             self.rt.log("tx_phase", tx=tx, phase="init", ssid=ssid, conflict=False)
             return {"k": kind, "tx": tx, "o": o, "ssid": ssid}
         if kind == "txcmt":
-            self._commit(tx)
+            self._commit(tx, resent=bool(msg.get("rs")))
         elif kind == "txabt":
             self._abort(tx)
         return {"k": kind, "tx": tx}
@@ -466,8 +491,8 @@ class DtxBroker(TxBroker):
                 if tx not in self._deferred:
                     self._deferred.append(tx)
                 return
-            base = self.versions.get(ctx.ssid, self.table)
-            conflict = any(base.route(a) != self.table.route(a) for a in ctx.pubs)
+            base = ctx.base
+            conflict = base is None or any(base.route(a) != self.table.route(a) for a in ctx.pubs)
         else:
             conflict = False
         self.rt.log("tx_phase", tx=tx, phase="prepare", ssid=ctx.ssid, conflict=conflict)
@@ -479,18 +504,22 @@ class DtxBroker(TxBroker):
             if ("txprep", tx) in self._coll:
                 self._try_prepare(tx)
 
-    def _commit(self, tx: str) -> None:
+    def _commit(self, tx: str, resent: bool = False) -> None:
         ctx = self.ctx.pop(tx, None)
+        self._fresh = False
         if ctx is not None and self.isolation:
             new = self.table.clone()
             for op, frm in ctx.writes:
                 self._apply(new, op, frm, None)
             self.table = new
-            self.ssid += 1
+            self._advance()
             self.versions[self.ssid] = new
-            self._gc_versions()
-        elif ctx is not None:
-            self.ssid += 1
+        elif ctx is not None or not resent:
+            # a commit of a transaction whose init this broker missed (it restarted since) counts
+            # too, so the counters stay aligned; a re-sent one was in the counter it adopted
+            self._advance()
+            if self.isolation:
+                self.versions[self.ssid] = self.table
         self._terminate(tx, "committed")
         self._retry_deferred()
 
@@ -504,12 +533,34 @@ class DtxBroker(TxBroker):
             del self._ack_for[key]
         self._terminate(tx, "aborted")
         self._retry_deferred()
+
+    def _advance(self) -> None:
+        self._superseded[self.ssid] = self.rt.mono_ns()
+        self.ssid += 1
         self._gc_versions()
 
     def _gc_versions(self) -> None:
-        keep = {c.ssid for c in self.ctx.values()} | {self.ssid}
-        for s in [s for s in self.versions if s not in keep]:
-            del self.versions[s]
+        """Drop the versions superseded more than ``snapshot_keep`` ago (an open transaction's
+        own base is referenced by its context and outlives this)."""
+        old = self.rt.mono_ns() - self._keep_ns
+        for s in [s for s, t in self._superseded.items() if t < old]:
+            del self._superseded[s]
+            self.versions.pop(s, None)
+
+    def _peer_up_tx(self, peer: str) -> None:
+        self.rt.send(peer, {"k": "txssid", "ssid": self.ssid})
+        super()._peer_up_tx(peer)
+
+    def _on_ssid(self, frm: str, msg: dict[str, Any]) -> None:
+        """A neighbour's snapshot counter, sent when the connection comes up: a broker that has
+        not taken part in a transaction since it (re)started adopts the highest, so snapshot ids
+        mean the same commits here as there (a restart would otherwise count again from 0)."""
+        s = int(msg["ssid"])
+        if self._fresh and s > self.ssid:
+            self.rt.log("tx_ssid_resync", peer=frm, old=self.ssid, ssid=s)
+            self.versions = {s: self.table}
+            self._superseded.clear()
+            self.ssid = s
 
 
 class DtxniBroker(DtxBroker):
