@@ -207,13 +207,17 @@ class TxBroker(Broker):
 
     def _resync_outcome(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
         """An outcome re-sent after a restart: apply it and pass it on, without acknowledgements."""
-        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"], "rs": True})
-        fwd = {"k": kind, "tx": msg["tx"], "rs": True}
-        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(msg["tx"], ())):
+        if self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"], "rs": True}) is None:
+            return  # S-TX: waits behind the transaction's buffered operations; _release passes it on
+        self._rs_forward(kind, frm, msg["tx"])
+
+    def _rs_forward(self, kind: str, frm: str, tx: str) -> None:
+        fwd = {"k": kind, "tx": tx, "rs": True}
+        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(tx, ())):
             if h != frm:
                 self.send_hop(h, fwd)
         for k in ("txinit", "txprep"):
-            self._coll.pop((k, msg["tx"]), None)
+            self._coll.pop((k, tx), None)
 
     def _do_flood(self, kind: str, frm: str, fwd: dict[str, Any]) -> None:
         tx = fwd["tx"]
@@ -579,21 +583,37 @@ class StxBroker(TxBroker):
         self.processed: set[tuple[str, str]] = set()
         self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
         self.undo: dict[str, list[tuple]] = {}
-        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # open tx -> (hop, txop) sent
+        # tx -> (hop, txop) sent to a neighbour broker and not yet acknowledged (txopok) by it,
+        # kept after the transaction ended here: re-sent when the connection comes back
+        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._hold_s = float((self.config.get("params") or {}).get("hold_timeout", 10.0))
+        self._held_since: dict[tuple[str, str], int] = {}  # (kind, tx) of a buffered outcome -> mono ns
 
-    def on_peer_up(self, peer: str) -> None:
-        """After the routing and outcome re-sync: the operations of still open transactions sent
-        to this neighbour, again (a restarted one lost them; one that kept them skips them as
-        processed)."""
-        super().on_peer_up(peer)
-        if peer in self._nset:
-            for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
-                if hop != peer:
-                    self.rt.send(peer, {"k": "join", "c": c})
-            for tx, sent in self.sent_ops.items():
-                for hop, msg in sent:
-                    if hop == peer:
-                        self.rt.send(peer, msg)
+    def _peer_up_tx(self, peer: str) -> None:
+        """After the routing re-sync: the CRT, the operations this neighbour has not acknowledged
+        (a restarted one lost them, one that was down never got them; one that kept them skips
+        them as processed), then the recent outcomes (after the operations they end)."""
+        for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
+            if hop != peer:
+                self.rt.send(peer, {"k": "join", "c": c})
+        for tx, sent in self.sent_ops.items():
+            for hop, msg in sent:
+                if hop == peer:
+                    self.rt.send(peer, msg)
+        super()._peer_up_tx(peer)
+
+    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, oid = msg["tx"], msg["op"]
+        sent = self.sent_ops.get(tx)
+        if sent is None:
+            return
+        sent[:] = [(h, m) for h, m in sent if not (h == frm and m["op"]["id"] == oid)]
+        if not sent:
+            del self.sent_ops[tx]
+
+    def _op_ok(self, frm: str, tx: str, oid: str) -> None:
+        if frm in self._nset:
+            self.rt.send(frm, {"k": "txopok", "tx": tx, "op": oid})
 
     def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
         super()._forward_op(tx, frm, msg, dests)
@@ -604,7 +624,8 @@ class StxBroker(TxBroker):
                 log.append((h, fwd))
 
     def _terminate(self, tx: str, outcome: str) -> None:
-        self.sent_ops.pop(tx, None)
+        if outcome == "aborted":
+            self.sent_ops.pop(tx, None)  # nothing of it is to arrive anywhere
         super()._terminate(tx, outcome)
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
@@ -634,22 +655,22 @@ class StxBroker(TxBroker):
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
         tx = msg["tx"]
         if tx in self.terminated:
-            if msg["op"].get("trig") and (tx, msg["op"]["id"]) not in self.processed:
-                # a sub/usub a broker triggered (Alg 2) travels back toward the advertiser and can
-                # meet the commit coming the other way: S-TX has no acks to hold the commit for
-                # it. Committed: it still applies (as it would have a moment earlier); aborted:
-                # nothing of the transaction stays, so it is dropped.
-                if self.terminated[tx] == "committed":
-                    self._process(frm, msg, late=True)
-                    for d in (self.sent_ops, self._parts, self._sub_ops):  # nothing kept for it
-                        d.pop(tx, None)
+            if (tx, msg["op"]["id"]) not in self.processed and self.terminated[tx] == "committed":
+                # an operation that meets its commit coming the other way (a sub/usub a broker
+                # triggered, Alg 2, travelling back toward the advertiser: S-TX has no acks to
+                # hold the commit for it), or that comes late, re-sent after a neighbour's
+                # restart: committed, it still applies (as it would have a moment earlier)
+                self._process(frm, msg, late=True)
+                for d in (self._parts, self._sub_ops):  # nothing kept for it
+                    d.pop(tx, None)
                 return
-            self.rt.log("broker_bad_message", peer=frm, kind="txop",
-                        reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
+            self._op_ok(frm, tx, msg["op"]["id"])  # processed already, or aborted: nothing to do
             return
-        if (tx, msg["op"]["id"]) in self.processed or any(
-                b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+        if (tx, msg["op"]["id"]) in self.processed:
+            self._op_ok(frm, tx, msg["op"]["id"])
             return  # re-sent after a reconnection, known here
+        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+            return  # re-sent, waiting here: acknowledged once processed
         self._part(tx, frm)
         if self.buffer or self._blocked(tx, msg.get("d") or []):
             self.buffer.append(("txop", frm, msg))
@@ -665,6 +686,7 @@ class StxBroker(TxBroker):
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
         self.processed.add((tx, op["id"]))
+        self._op_ok(frm, tx, op["id"])
         if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation
             self.processed.add((tx, op["orig"]))
         self._note_op(tx, op)
@@ -676,14 +698,23 @@ class StxBroker(TxBroker):
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
         if kind in ("txcmt", "txabt"):
-            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3); a re-sent
-            # outcome (no d) does not wait, and drops what of the transaction still waits here
-            if "d" not in msg:
-                self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
-                return self._stx_end(kind, tx, msg)
+            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3). A re-sent
+            # outcome (rs, no d) of an abort drops what of the transaction still waits here; of a
+            # commit, it waits behind the transaction's buffered operations (their dependencies)
+            if msg.get("rs") or "d" not in msg:
+                mine = [b for b in self.buffer if b[2]["tx"] == tx]
+                if kind == "txabt" or not mine:
+                    self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
+                    return self._stx_end(kind, tx, msg)
+                if any(b[0] != "txop" for b in mine):
+                    return None  # its outcome waits here already
+                deps: list[list[Any]] = []
+                for b in mine:
+                    deps += [d for d in b[2].get("d") or [] if d not in deps]
+                self._hold(kind, frm, {"k": kind, "tx": tx, "rs": True, "d": deps})
+                return None
             if self.buffer or self._blocked(tx, msg.get("d") or []):
-                self.buffer.append((kind, frm, msg))
-                self._release()
+                self._hold(kind, frm, msg)
                 return None
             return self._stx_end(kind, tx, msg)
         self._bad(frm, msg, f"S-TX takes no {kind}")
@@ -696,6 +727,45 @@ class StxBroker(TxBroker):
         self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
         return {"k": kind, "tx": tx, "d": msg.get("d") or []}
 
+    def _hold(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        """Buffer an outcome (behind dependencies or earlier messages) for at most hold_timeout."""
+        self.buffer.append((kind, frm, msg))
+        self._held_since[(kind, msg["tx"])] = self.rt.mono_ns()
+        self.rt.call_later(self._hold_s, self._hold_expired, kind, msg["tx"])
+        self._release()
+
+    def _hold_expired(self, kind: str, tx: str) -> None:
+        """A held outcome whose dependencies did not come within hold_timeout (an operation lost
+        for good): the transaction's buffered operations and then the outcome are applied
+        without them, logged; the rest of the buffer goes on."""
+        since = self._held_since.get((kind, tx))
+        i = next((i for i, b in enumerate(self.buffer) if b[0] == kind and b[2]["tx"] == tx), None)
+        if since is None or i is None:
+            return
+        mine = [b for b in self.buffer[:i + 1] if b[2]["tx"] == tx]
+        missing = sorted({d[0] for b in mine for d in b[2].get("d") or []
+                          if d[3] in ("sub", "usub") and (tx, d[0]) not in self.processed and self._satisfiable(d)})
+        self.rt.log("tx_hold_timeout", tx=tx, outcome="committed" if kind == "txcmt" else "aborted",
+                    waited_ms=(self.rt.mono_ns() - since) / 1e6, missing=missing)
+        self.buffer = [b for b in self.buffer if b not in mine]
+        for b in mine:
+            self._release_one(*b)
+        self._release()
+
+    def _release_one(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        if kind == "txop":
+            self._process(frm, msg)
+            return
+        tx = msg["tx"]
+        self._held_since.pop((kind, tx), None)
+        if tx in self.terminated:
+            return  # ended meanwhile (another re-sent copy of the outcome)
+        fwd = self._stx_end(kind, tx, msg)
+        if msg.get("rs"):
+            self._rs_forward(kind, frm, tx)
+        else:
+            self._do_flood(kind, frm, fwd)
+
     def _release(self) -> None:
         """Process buffered operations and commits whose dependencies are met, in arrival order
         (the first ready one first, then rescan). A commit depends on every sub/usub its
@@ -707,10 +777,7 @@ class StxBroker(TxBroker):
                 if self._blocked(msg["tx"], msg.get("d") or []):
                     continue
                 del self.buffer[i]
-                if kind == "txop":
-                    self._process(frm, msg)
-                else:
-                    self._do_flood(kind, frm, self._stx_end(kind, msg["tx"], msg))
+                self._release_one(kind, frm, msg)
                 progress = True
                 break
 
