@@ -22,6 +22,11 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
     txq     {k, tx, c}                     a client asks for an outcome it may have missed
     txcmt/txabt with rs: true              an outcome re-sent after a reconnection: applied
                                            where the transaction is open, passed on, not acked
+    txssid  {k, ssid}                      D-TX/D-TXNI, on a connection coming up: the sender's
+                                           snapshot counter; a broker that has not taken part
+                                           since it (re)started adopts the highest
+    txopok  {k, tx, op}                    S-TX: a neighbour broker processed (or knows) an
+                                           operation; the sender stops keeping it for re-sending
 
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
