@@ -370,15 +370,16 @@ def replay_violations(op: DataFrame, proc: DataFrame, phase: DataFrame, tables: 
                        .when(F.col("last_add").isNotNull(), F.col("last_add"))
                        .otherwise(~F.col("first_add")))
            .select("node", "table", "sub_id", "expected"))
-    nowhere = (tables.select("node").distinct().crossJoin(removed.select("table", "sub_id"))
-               .join(exp, ["node", "table", "sub_id"], "left_anti").withColumn("expected", F.lit(False)))
-    exp = exp.unionByName(nowhere)
     last = tables.groupBy("node").agg(F.max_by("prt", "t_rel_s").alias("prt"), F.max_by("srt", "t_rel_s").alias("srt"))
     last_tables = (last.select("node", F.lit("prt").alias("table"),
                                F.explode(F.map_keys(F.from_json("prt", "map<string,string>"))).alias("sub_id"))
                    .union(last.select("node", F.lit("srt").alias("table"),
                                       F.explode(F.map_keys(F.from_json("srt", "map<string,string>"))).alias("sub_id")))
                    .withColumn("actual", F.lit(True)))
+    # where such an entry is still in a final table without any operation of it here
+    nowhere = (last_tables.select("node", "table", "sub_id").join(removed.select("table", "sub_id"), ["table", "sub_id"])
+               .join(exp, ["node", "table", "sub_id"], "left_anti").withColumn("expected", F.lit(False)))
+    exp = exp.unionByName(nowhere.select("node", "table", "sub_id", "expected"))
     nodes = tables.select("node").distinct()
     return (exp.join(nodes, "node").join(last_tables, ["node", "table", "sub_id"], "left")
             .withColumn("actual", F.coalesce("actual", F.lit(False)))
