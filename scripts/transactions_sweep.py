@@ -26,13 +26,13 @@ from pathlib import Path
 
 def sim_run(seed: int, variant: str, crash: bool, duration_s: float):
     """The topology of ``seed`` on the in-memory runtime: its logs."""
-    from testbed.protocols.transactions.analysis.randomized import adjacency, draw
+    from testbed.protocols.transactions.analysis.randomized import THINK_S, adjacency, draw
     from tests.unit.pubsub.harness import Sim
     from tests.unit.transactions.harness import scenario
 
     d = draw(seed, crash)
     cfgs = scenario(variant, brokers=adjacency(d), attach=d["attach"], instances=d["instances"],
-                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0,
+                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0, think=THINK_S,
                     conflict=variant != "blwait")
     for c in cfgs.values():
         c["seed"] = seed

@@ -2,7 +2,7 @@
 
 A few fixed seeds (issue #27); the larger sweep is ``scripts/transactions_sweep.py`` (its numbers
 are in docs/transactions.md). Seed 201 draws 4 brokers, 2 instances x 2 threads, and (with a crash)
-an interior broker b2 crashed at 2.0 s for 0.6 s; seed 200 draws 3 instances x 2 threads on 4
+an interior broker b2 crashed at 1.5 s for 0.6 s; seed 200 draws 3 instances x 2 threads on 4
 brokers, no crash. Both carry the §3.3 conflict workload.
 """
 

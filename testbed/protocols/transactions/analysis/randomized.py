@@ -2,8 +2,9 @@
 
 :func:`generate` draws a valid topology from a seed: a random tree of 4-9 brokers (each joins
 one placed before it), 1-3 scenario instances x 1-3 TXC threads, each client group attached to
-1-3 random brokers, the §3.3 conflict workload on (transactional variants), and optionally
-(``crash=True``) a random broker crashed 2-4 s into the run and restarted 0.5-1.5 s later. The
+1-3 random brokers, the §3.3 conflict workload on (transactional variants), 3-6 transactions per TXC thread 0.4 s
+apart, and optionally
+(``crash=True``) a random broker crashed 1.5-3 s into the run and restarted 0.5-1.5 s later. The
 same seed draws the same overlay, placement and crash for every variant, and gives the same
 YAML text. :func:`describe` gives the drawn choices as one row of numbers.
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 VARIANTS = ("dtx", "dtxni", "stx", "blwait")
+THINK_S = 0.4  # a TXC thread's pause between transactions: the workload spans the crash
 
 
 def draw(seed: int, crash: bool | None = None) -> dict[str, Any]:
@@ -31,11 +33,11 @@ def draw(seed: int, crash: bool | None = None) -> dict[str, Any]:
     counts = {"e": instances, "d": instances, "a": 2 * instances}
     attach = {g: sorted(rng.sample(brokers, rng.randint(1, min(3, c, n))), key=brokers.index)
               for g, c in counts.items()}
-    tx = instances * threads * rng.randint(2, 4)
+    tx = instances * threads * rng.randint(3, 6)
     if crash is None:
         crash = rng.random() < 0.5
     fault = None
-    victim, at, down = rng.choice(brokers), round(rng.uniform(2, 4), 1), round(rng.uniform(0.5, 1.5), 1)
+    victim, at, down = rng.choice(brokers), round(rng.uniform(1.5, 3), 1), round(rng.uniform(0.5, 1.5), 1)
     if crash:
         fault = {"victim": victim, "at_s": at, "down_s": down}
     return {"seed": seed, "parent": parent, "brokers": brokers, "instances": instances,
@@ -61,7 +63,8 @@ def generate(seed: int, variant: str, *, crash: bool | None = None, duration_s: 
     counts = {"e": d["instances"], "d": d["instances"], "a": 2 * d["instances"]}
     clients = {g: {"role": roles[g], "count": counts[g], "attach": list(d["attach"][g])} for g in roles}
     params: dict[str, Any] = {"variant": variant, "transactions": d["transactions"], "threads": d["threads"],
-                              "instances": d["instances"], "wait": "200ms", "timeout": "2s", "settle": "1s"}
+                              "instances": d["instances"], "wait": "200ms", "timeout": "2s", "settle": "1s",
+                              "think": f"{THINK_S}s"}
     if variant != "blwait":
         params["conflict"] = True
     topo: dict[str, Any] = {
