@@ -361,7 +361,11 @@ def replay_violations(op: DataFrame, proc: DataFrame, phase: DataFrame, tables: 
                  .agg(F.max_by("add", F.struct(F.coalesce("commit_s", F.lit(1e18)), "proc_s")).alias("last_add")))
     # from the decisions: an entry whose last committed operation (in the TXCs' decision order)
     # removed it is expected nowhere, also at a broker that operation never reached
-    removed = (ops.join(won.select("tx", "decided_s"), "tx").groupBy("table", "sub_id")
+    # (client operations only: a usub a broker triggered, Alg 2, withdraws a subscription from
+    # upstream brokers, while the subscriber's own broker rightly keeps it)
+    by_client = (op.where(F.col("client") != F.col("node")).select("tx", "op_id").distinct()
+                 .join(ops, ["tx", "op_id"]))
+    removed = (by_client.join(won.select("tx", "decided_s"), "tx").groupBy("table", "sub_id")
                .agg(F.max_by("add", "decided_s").alias("global_add"))
                .where(~F.col("global_add")).select("table", "sub_id", F.lit(True).alias("removed")))
     exp = (first.join(committed, ["node", "table", "sub_id"], "left")
