@@ -50,6 +50,11 @@ class Params(StrictModel):
                       probe transactions, each a publication into the dispatch's event space
                       (overlapping the dispatch's sub/usub); checked by P6's second half. Not
                       for ``blwait``.
+    ``snapshot_keep`` D-TX: how long a broker keeps a routing-table version after a commit
+                      superseded it (an init that took it at a broker the commit had not reached
+                      yet may still come; a missing one aborts the transaction, logged).
+    ``hold_timeout``  S-TX: a commit or abort held this long for dependencies that do not come
+                      is applied without them, logged (``tx_hold_timeout``).
     ``scenario``      ``dispatch`` (Fig 1b, the default) or ``advpub``: transactional
                       advertisements through the TXManager library (protocols/transactions/nodes/advpub.py):
                       groups ``coordinator`` (C2) and ``agent`` (C1), ``count`` = ``instances``
@@ -71,6 +76,8 @@ class Params(StrictModel):
     abort_every: StrictInt = Field(default=0, ge=0)
     conflict: StrictBool = False
     scenario: Literal["dispatch", "advpub"] = "dispatch"
+    snapshot_keep: Time = 30.0
+    hold_timeout: Time = 10.0
 
 
 class Placement(StrictModel):

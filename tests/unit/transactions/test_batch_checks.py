@@ -69,7 +69,7 @@ def test_batched_checks_give_every_run_its_own_verdict(spark, tmp_path):
     by = {c["check"]: c for c in res["blwait-good"]}
     assert by["transactions.p1_order"]["applies"] is False and by["transactions.p2_routing"]["applies"] is True
     assert next(c for c in res["dtxni-leak"] if c["check"] == "transactions.p9_no_aborts")["applies"] is False
-    assert all(len(rs) == 7 for rs in res.values())
+    assert all(len(rs) == 9 for rs in res.values())  # P1-P6, p3_expected, p6_serial_order, P9
 
 
 def test_batched_checks_keep_advpub_runs_srt_entries_apart(spark, tmp_path):

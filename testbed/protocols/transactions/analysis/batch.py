@@ -118,6 +118,14 @@ def _p6(ctx, v):
     return K.p6_violations(ctx.df("tx_phase"), ctx.df("tx_begin"), ctx.df("tx_deliver"), K.outcomes(ctx))
 
 
+def _p3e(ctx, v):
+    return K.expected_violations(ctx.df("tx_begin"), ctx.df("tx_outcome"), ctx.df("tx_deliver"))
+
+
+def _serial(ctx, v):
+    return K.serial_order_violations(ctx.df("tx_begin"), ctx.df("tx_outcome"), ctx.df("tx_deliver"))
+
+
 def _p9(ctx, v):
     return ctx.df("tx_end").where(F.col("outcome") != "committed").select("tx", "outcome", "reason")
 
@@ -130,6 +138,8 @@ CHECKS: list[Check] = [
      lambda v, p9: True, _all, _p2, "tx"),
     ("transactions.p3_atomicity", "all or nothing: committed publications delivered once after the commit, aborted "
      "ones discarded (P3)", _tx, _all, _p3, "tx"),
+    ("transactions.p3_expected", "every publication of a committed transaction reaches the clients it must reach "
+     "(P3 on the expected recipients)", _tx, _all, _p3e, "tx"),
     ("transactions.p4_agreement", "one outcome per transaction at the TXC, the same at every broker and client that "
      "took part (P4)", lambda v, p9: True, _all, _p4, "tx"),
     ("transactions.p5_tables", "each broker's final PRT equals the replay of committed operations only (P5; for S-TX "
@@ -137,6 +147,8 @@ CHECKS: list[Check] = [
     ("transactions.p6_commit_order", "every broker commits transactions in the same order, and (a conflict run) no "
      "committed publication reaches both the old and the new subscriber (P6, required for D-TX)",
      _tx, lambda v: v == "dtx", _p6, "tx"),
+    ("transactions.p6_serial_order", "a conflict run's committed probe reaches the subscriber the TXC's commit order "
+     "gives it (§3.3, required for D-TX)", _tx, lambda v: v == "dtx", _serial, "tx"),
     ("transactions.p9_no_aborts", "no transaction aborts (or, BL-WAIT, times out) in a run without explicit aborts or "
      "faults (P9)", lambda v, p9: p9, _all, _p9, "tx"),
 ]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 
 from pyspark.sql import DataFrame
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from testbed.analysis.checks import CheckResult, summarize
@@ -53,7 +54,8 @@ def _na(name: str, description: str, why: str) -> CheckResult:
 def outcomes(ctx: AnalysisContext) -> DataFrame:
     """-> [tx, outcome, txc]: the TXC's tx_end per transaction (first one if several)."""
     return (ctx.df("tx_end").groupBy("tx")
-            .agg(F.min_by("outcome", "t_rel_s").alias("outcome"), F.min_by("client", "t_rel_s").alias("txc")))
+            .agg(F.min_by("outcome", "t_rel_s").alias("outcome"), F.min_by("client", "t_rel_s").alias("txc"),
+                 F.min("t_rel_s").alias("decided_s")))
 
 
 def dispatches(begin: DataFrame) -> DataFrame:
@@ -101,12 +103,24 @@ def _close(edges: DataFrame, rounds: int) -> DataFrame:
     return c
 
 
+def lifetimes(tx_proc: DataFrame) -> DataFrame:
+    """tx_proc + ``life``: the broker process lifetime each row comes from (0, 1, ... per node).
+    The counter ``k`` starts at 1 in each process, so each row with ``k`` = 1 (in time order)
+    begins a lifetime."""
+    w = Window.partitionBy("node").orderBy("t_rel_s", "k")
+    new = F.when(F.col("k") == 1, 1).otherwise(0)
+    return (tx_proc.withColumn("_new", new)
+            .withColumn("life", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, 0)))
+            .drop("_new"))
+
+
 def order_violations(pairs: DataFrame, tx_proc: DataFrame) -> DataFrame:
-    """-> [node, tx, a, b, k_a, k_b]: a <SO b both processed at node, b first."""
-    p = tx_proc.select("node", "tx", "op_id", "k")
-    pa = p.select("node", "tx", F.col("op_id").alias("a"), F.col("k").alias("k_a"))
-    pb = p.select("node", "tx", F.col("op_id").alias("b"), F.col("k").alias("k_b"))
-    return (pairs.join(pa, ["tx", "a"]).join(pb, ["node", "tx", "b"])
+    """-> [node, tx, a, b, k_a, k_b]: a <SO b both processed at node in one process lifetime, b
+    first (counters of two lifetimes are not comparable: a restarted broker counts from 1)."""
+    p = lifetimes(tx_proc.select("node", "tx", "op_id", "k", "t_rel_s"))
+    pa = p.select("node", "life", "tx", F.col("op_id").alias("a"), F.col("k").alias("k_a"))
+    pb = p.select("node", "life", "tx", F.col("op_id").alias("b"), F.col("k").alias("k_b"))
+    return (pairs.join(pa, ["tx", "a"]).join(pb, ["node", "life", "tx", "b"])
             .where(F.col("k_a") > F.col("k_b")).select("node", "tx", "a", "b", "k_a", "k_b"))
 
 
@@ -185,6 +199,102 @@ def check_delivery_atomicity(ctx: AnalysisContext) -> CheckResult:
     return summarize(name, desc, viol, order=["tx", "client", "op_id"])
 
 
+# ------------------------------------------------------------------- P3 on the expected recipients
+def decisions(begin: DataFrame, outcome: DataFrame) -> DataFrame:
+    """-> [tx, client, thread, kind, agent, dispatcher, node, begin_m, decided, decided_m]: each
+    transaction with its TXC's decision (its own tx_outcome, logged on the TXC's process:
+    ``decided_m`` orders the decisions of one TXC)."""
+    b = begin.groupBy("tx").agg(*[F.min_by(c, "t_rel_s").alias(c) for c in
+                                  ("client", "thread", "kind", "agent", "dispatcher", "node", "m")])
+    b = b.withColumnRenamed("m", "begin_m").withColumn("kind", F.coalesce("kind", F.lit("dispatch")))
+    d = (outcome.alias("o").join(b.select("tx", "client").alias("x"),
+                                 (F.col("o.tx") == F.col("x.tx")) & (F.col("o.client") == F.col("x.client")))
+         .groupBy(F.col("o.tx").alias("tx"))
+         .agg(F.min_by("o.outcome", "o.m").alias("decided"), F.min("o.m").alias("decided_m")))
+    return b.join(d, "tx", "left")
+
+
+def probe_dispatch(dec: DataFrame) -> DataFrame:
+    """-> [tx (the probe), disp, disp_decided, disp_decided_m, ...probe columns]: a conflict run's
+    probe with the dispatch it publishes into: the TXC thread's last dispatch begun before it."""
+    probes = dec.where(F.col("kind") == "probe")
+    disp = dec.where(F.col("kind") == "dispatch").select(
+        F.col("tx").alias("disp"), F.col("client").alias("dc"), F.col("thread").alias("dt"),
+        F.col("begin_m").alias("db"), F.col("decided").alias("disp_decided"),
+        F.col("decided_m").alias("disp_decided_m"))
+    j = probes.join(disp, (F.col("client") == F.col("dc")) & (F.col("thread") == F.col("dt"))
+                    & (F.col("db") <= F.col("begin_m")))
+    w = Window.partitionBy("tx").orderBy(F.col("db").desc())
+    return j.withColumn("_r", F.row_number().over(w)).where(F.col("_r") == 1).drop("_r", "dc", "dt", "db")
+
+
+def expected_violations(begin: DataFrame, outcome: DataFrame, deliver: DataFrame) -> DataFrame:
+    """-> [tx, op_id, expected, got]: a publication of a transaction its TXC committed that did
+    not reach a client it must reach: the dispatch's op1 D, op2 and op5 the agent; advpub's op1
+    and op4 its subscriber; a probe's op6 the dispatcher or the agent (one of them)."""
+    dec = decisions(begin, outcome).where(F.col("decided") == "committed")
+    spark = begin.sparkSession
+    pubs = spark.createDataFrame([("dispatch", 1, "d"), ("dispatch", 2, "a"), ("dispatch", 5, "a"),
+                                  ("advpub", 1, "a"), ("advpub", 4, "a"), ("probe", 6, "either")],
+                                 "kind string, n int, who string")
+    exp = dec.join(F.broadcast(pubs), "kind").withColumn(
+        "op_id", F.concat("tx", F.lit("/"), F.col("n").cast("string"))).withColumn(
+        "expected", F.when(F.col("who") == "d", F.array("dispatcher"))
+        .when(F.col("who") == "a", F.array("agent")).otherwise(F.array("dispatcher", "agent")))
+    got = deliver.groupBy("tx", "op_id").agg(F.sort_array(F.collect_set("client")).alias("got"))
+    rows = (exp.join(got, ["tx", "op_id"], "left")
+            .withColumn("got", F.coalesce("got", F.array().cast("array<string>"))))
+    hit = F.size(F.array_intersect("expected", "got"))
+    bad = F.when(F.col("who") == "either", hit == 0).otherwise(hit < F.size("expected"))
+    return rows.where(bad).select("tx", "op_id", "expected", "got")
+
+
+def check_expected_delivery(ctx: AnalysisContext) -> CheckResult:
+    name = "transactions.p3_expected"
+    desc = ("every publication of a committed transaction (the TXC's decision) reaches the clients it "
+            "must reach, whatever they received (P3 on the expected recipients)")
+    v = variant(ctx)
+    if v not in TX_VARIANTS:
+        return _na(name, desc, f"{v}: no transactions")
+    viol = expected_violations(ctx.df("tx_begin"), ctx.df("tx_outcome"), ctx.df("tx_deliver"))
+    return summarize(name, desc, viol, order=["tx", "op_id"])
+
+
+# ------------------------------------------------------------------ serial order (§3.3, D-TX)
+def serial_order_violations(begin: DataFrame, outcome: DataFrame, deliver: DataFrame) -> DataFrame:
+    """-> [tx, disp, after_dispatch, expected, got]: a committed probe whose delivery does not
+    follow the serial order of the TXC's decisions (§3.3: if t1 commits before t2, t2 reads t1's
+    writes): decided after its dispatch committed, it must reach the agent (the dispatch's sub)
+    and not the dispatcher; decided before (or the dispatch aborted), the dispatcher and not the
+    agent."""
+    pd = probe_dispatch(decisions(begin, outcome)).where(F.col("decided") == "committed")
+    after = (F.col("disp_decided") == "committed") & (F.col("disp_decided_m") < F.col("decided_m"))
+    pd = pd.withColumn("after_dispatch", F.coalesce(after, F.lit(False))).withColumn(
+        "expected", F.when(F.col("after_dispatch"), F.col("agent")).otherwise(F.col("dispatcher")))
+    got = (deliver.join(pd.select("tx", "agent", "dispatcher"), "tx")
+           .where(F.col("client").isin(F.col("agent"), F.col("dispatcher")))
+           .groupBy("tx").agg(F.sort_array(F.collect_set("client")).alias("got")))
+    return (pd.join(got, "tx", "left").withColumn("got", F.coalesce("got", F.array().cast("array<string>")))
+            .where(F.col("got") != F.array("expected"))
+            .select("tx", "disp", "after_dispatch", "expected", "got"))
+
+
+def check_serial_order(ctx: AnalysisContext) -> CheckResult:
+    name = "transactions.p6_serial_order"
+    desc = ("a conflict run's committed probe reaches the subscriber the TXC's commit order gives it: the "
+            "agent if decided after its dispatch committed, the dispatcher if before (§3.3; required for D-TX)")
+    v = variant(ctx)
+    probes = ctx.df("tx_begin").where(F.col("kind") == "probe").count()
+    if v not in TX_VARIANTS or not probes:
+        return _na(name, desc, f"{v}: no conflict workload" if v in TX_VARIANTS else f"{v}: no commits")
+    viol = serial_order_violations(ctx.df("tx_begin"), ctx.df("tx_outcome"), ctx.df("tx_deliver")).cache()
+    n = viol.count()
+    required = v == "dtx"
+    return CheckResult(name=name, passed=n == 0 or not required, violations=n if required else 0,
+                       examples=summarize("x", "", viol, order=["tx"], count=n).examples if n else [],
+                       description=desc, details={"required": required, "violations_found": n, "probes": probes})
+
+
 # ---------------------------------------------------------------------------------- P4
 def agreement_violations(begin: DataFrame, end: DataFrame, phase: DataFrame, proc: DataFrame,
                          outcome: DataFrame, recv: DataFrame, op: DataFrame) -> DataFrame:
@@ -244,19 +354,36 @@ def replay_violations(op: DataFrame, proc: DataFrame, phase: DataFrame, tables: 
     at = proc.select("node", "tx", "op_id", F.col("t_rel_s").alias("proc_s")).join(ops, ["tx", "op_id"])
     commit_s = (phase.where(F.col("phase") == "commit").groupBy("node", "tx").agg(F.min("t_rel_s").alias("commit_s")))
     first = at.groupBy("node", "table", "sub_id").agg(F.min_by("add", "proc_s").alias("first_add"))
-    committed = (at.join(outs.where(F.col("outcome") == "committed").select("tx"), "tx")
+    won = outs.where(F.col("outcome") == "committed")
+    committed = (at.join(won.select("tx"), "tx")
                  .join(commit_s, ["node", "tx"], "left")
                  .groupBy("node", "table", "sub_id")
                  .agg(F.max_by("add", F.struct(F.coalesce("commit_s", F.lit(1e18)), "proc_s")).alias("last_add")))
+    # from the decisions: an entry whose last committed operation (in the TXCs' decision order)
+    # removed it is expected nowhere, also at a broker that operation never reached
+    # (client operations only: a usub a broker triggered, Alg 2, withdraws a subscription from
+    # upstream brokers, while the subscriber's own broker rightly keeps it)
+    by_client = (op.where(F.col("client") != F.col("node")).select("tx", "op_id").distinct()
+                 .join(ops, ["tx", "op_id"]))
+    removed = (by_client.join(won.select("tx", "decided_s"), "tx").groupBy("table", "sub_id")
+               .agg(F.max_by("add", "decided_s").alias("global_add"))
+               .where(~F.col("global_add")).select("table", "sub_id", F.lit(True).alias("removed")))
     exp = (first.join(committed, ["node", "table", "sub_id"], "left")
-           .withColumn("expected", F.when(F.col("last_add").isNotNull(), F.col("last_add"))
-                       .otherwise(~F.col("first_add"))))
+           .join(removed, ["table", "sub_id"], "left")
+           .withColumn("expected", F.when(F.col("removed").isNotNull(), F.lit(False))
+                       .when(F.col("last_add").isNotNull(), F.col("last_add"))
+                       .otherwise(~F.col("first_add")))
+           .select("node", "table", "sub_id", "expected"))
     last = tables.groupBy("node").agg(F.max_by("prt", "t_rel_s").alias("prt"), F.max_by("srt", "t_rel_s").alias("srt"))
     last_tables = (last.select("node", F.lit("prt").alias("table"),
                                F.explode(F.map_keys(F.from_json("prt", "map<string,string>"))).alias("sub_id"))
                    .union(last.select("node", F.lit("srt").alias("table"),
                                       F.explode(F.map_keys(F.from_json("srt", "map<string,string>"))).alias("sub_id")))
                    .withColumn("actual", F.lit(True)))
+    # where such an entry is still in a final table without any operation of it here
+    nowhere = (last_tables.select("node", "table", "sub_id").join(removed.select("table", "sub_id"), ["table", "sub_id"])
+               .join(exp, ["node", "table", "sub_id"], "left_anti").withColumn("expected", F.lit(False)))
+    exp = exp.unionByName(nowhere.select("node", "table", "sub_id", "expected"))
     nodes = tables.select("node").distinct()
     return (exp.join(nodes, "node").join(last_tables, ["node", "table", "sub_id"], "left")
             .withColumn("actual", F.coalesce("actual", F.lit(False)))
@@ -357,5 +484,6 @@ def check_no_aborts(ctx: AnalysisContext) -> CheckResult:
     return summarize(name, desc, viol, order=["tx"], details=details)
 
 
-CHECKS = [check_sequential_consistency, check_scenario_routing, check_delivery_atomicity, check_agreement,
-          check_routing_state, check_commit_order, check_no_aborts, *PUBSUB]
+CHECKS = [check_sequential_consistency, check_scenario_routing, check_delivery_atomicity,
+          check_expected_delivery, check_agreement, check_routing_state, check_commit_order,
+          check_serial_order, check_no_aborts, *PUBSUB]

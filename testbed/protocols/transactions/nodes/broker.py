@@ -22,6 +22,11 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
     txq     {k, tx, c}                     a client asks for an outcome it may have missed
     txcmt/txabt with rs: true              an outcome re-sent after a reconnection: applied
                                            where the transaction is open, passed on, not acked
+    txssid  {k, ssid}                      D-TX/D-TXNI, on a connection coming up: the sender's
+                                           snapshot counter; a broker that has not taken part
+                                           since it (re)started adopts the highest
+    txopok  {k, tx, op}                    S-TX: a neighbour broker processed (or knows) an
+                                           operation; the sender stops keeping it for re-sending
 
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
@@ -58,7 +63,9 @@ from testbed.protocols.transactions.nodes import events as _events  # noqa: F401
 from testbed.protocols.transactions.nodes.snapshot import table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
-TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS) + ("txop", "txack", "join", "txq"))
+TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS)
+                     + ("txop", "txack", "join", "txq", "txssid", "txopok"))
+UNHELD = ("join", "txssid")  # taken at once by a broker that is re-learning its state
 RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
@@ -103,8 +110,11 @@ class TxBroker(Broker):
         missed: re-sent as fire-and-forget floods (``rs``), applied where still open."""
         super().on_peer_up(peer)
         if peer in self._nset:
-            for tx, outcome in self.recent.items():
-                self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
+            self._peer_up_tx(peer)
+
+    def _peer_up_tx(self, peer: str) -> None:
+        for tx, outcome in self.recent.items():
+            self.rt.send(peer, {"k": "txcmt" if outcome == "committed" else "txabt", "tx": tx, "rs": True})
 
     # -- dispatch -----------------------------------------------------------------
     def _flush_held(self) -> None:
@@ -119,7 +129,7 @@ class TxBroker(Broker):
         if k not in TX_KINDS:
             super().on_message(src, msg)
             return
-        if self._held is not None and k != "join":
+        if self._held is not None and k not in UNHELD:
             if self.rt.mono_ns() < self._hold_until:
                 if not self._held:
                     self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
@@ -150,6 +160,10 @@ class TxBroker(Broker):
             self._on_op_ack(frm, msg)
         elif k == "join":
             self._on_join(frm, msg)
+        elif k == "txssid":
+            self._on_ssid(frm, msg)
+        elif k == "txopok":
+            self._on_op_ok(frm, msg)
         elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
             tx = msg["tx"]
             if tx in self.terminated:
@@ -198,13 +212,17 @@ class TxBroker(Broker):
 
     def _resync_outcome(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
         """An outcome re-sent after a restart: apply it and pass it on, without acknowledgements."""
-        self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"]})
-        fwd = {"k": kind, "tx": msg["tx"], "rs": True}
-        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(msg["tx"], ())):
+        if self._flood_step(kind, frm, {"k": kind, "tx": msg["tx"], "rs": True}) is None:
+            return  # S-TX: waits behind the transaction's buffered operations; _release passes it on
+        self._rs_forward(kind, frm, msg["tx"])
+
+    def _rs_forward(self, kind: str, frm: str, tx: str) -> None:
+        fwd = {"k": kind, "tx": tx, "rs": True}
+        for h in [n for n in self.table.neighbors if n != frm] + sorted(self._parts.pop(tx, ())):
             if h != frm:
                 self.send_hop(h, fwd)
         for k in ("txinit", "txprep"):
-            self._coll.pop((k, msg["tx"]), None)
+            self._coll.pop((k, tx), None)
 
     def _do_flood(self, kind: str, frm: str, fwd: dict[str, Any]) -> None:
         tx = fwd["tx"]
@@ -273,6 +291,12 @@ class TxBroker(Broker):
         pass
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_ssid(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
         pass
 
     # -- shared by the variants: apply one op to a table ------------------------------------
@@ -382,6 +406,7 @@ class TXContext:
     key: tuple
     ssid: int
     txrs: RoutingTable
+    base: RoutingTable | None = None  # version ``ssid`` (None: missing here; the prepare votes abort)
     writes: list[tuple] = field(default_factory=list)  # (op dict, from hop) in processing order
     pubs: list[dict[str, Any]] = field(default_factory=list)  # buffered publications' attrs
     undo: list[tuple] = field(default_factory=list)  # D-TXNI
@@ -395,6 +420,11 @@ class DtxBroker(TxBroker):
         super().__init__(rt)
         self.ssid = 0
         self.versions: dict[int, RoutingTable] = {0: self.table}
+        # a superseded version stays this long (an init that took it at a broker the commit had
+        # not reached yet may still come); one an open transaction uses is held by its context
+        self._keep_ns = int(float((self.config.get("params") or {}).get("snapshot_keep", 30.0)) * 1e9)
+        self._superseded: dict[int, int] = {}  # ssid -> mono ns it stopped being current
+        self._fresh = True  # not yet taken part: adopts the neighbours' snapshot counter
         self.ctx: dict[str, TXContext] = {}
         self._pending: dict[tuple[str, str], dict[str, Any]] = {}  # (tx, op id) -> {from, wait {(hop, op id)}}
         self._ack_for: dict[tuple[str, str, str], tuple[str, str]] = {}  # (tx, op id, hop) -> pending key
@@ -406,13 +436,17 @@ class DtxBroker(TxBroker):
             ssid = int(msg["ssid"]) if "ssid" in msg else self.ssid  # the TXC's edge broker sets it
             o = msg["o"]
             key = (ssid, str(o[0]), int(o[1]))
-            base = self.versions.get(ssid, self.table)
-            txrs = base.clone() if self.isolation else self.table
-            self.ctx[tx] = TXContext(tx, key, ssid, txrs)
+            self._fresh = False
+            base = self.versions.get(ssid)
+            if base is None and self.isolation:  # never a silent fall back to the current table
+                self.rt.log("tx_snapshot_missing", tx=tx, ssid=ssid, current=self.ssid,
+                            kept=sorted(self.versions))
+            txrs = (base or self.table).clone() if self.isolation else self.table
+            self.ctx[tx] = TXContext(tx, key, ssid, txrs, base)
             self.rt.log("tx_phase", tx=tx, phase="init", ssid=ssid, conflict=False)
             return {"k": kind, "tx": tx, "o": o, "ssid": ssid}
         if kind == "txcmt":
-            self._commit(tx)
+            self._commit(tx, resent=bool(msg.get("rs")))
         elif kind == "txabt":
             self._abort(tx)
         return {"k": kind, "tx": tx}
@@ -466,8 +500,8 @@ class DtxBroker(TxBroker):
                 if tx not in self._deferred:
                     self._deferred.append(tx)
                 return
-            base = self.versions.get(ctx.ssid, self.table)
-            conflict = any(base.route(a) != self.table.route(a) for a in ctx.pubs)
+            base = ctx.base
+            conflict = base is None or any(base.route(a) != self.table.route(a) for a in ctx.pubs)
         else:
             conflict = False
         self.rt.log("tx_phase", tx=tx, phase="prepare", ssid=ctx.ssid, conflict=conflict)
@@ -479,18 +513,22 @@ class DtxBroker(TxBroker):
             if ("txprep", tx) in self._coll:
                 self._try_prepare(tx)
 
-    def _commit(self, tx: str) -> None:
+    def _commit(self, tx: str, resent: bool = False) -> None:
         ctx = self.ctx.pop(tx, None)
+        self._fresh = False
         if ctx is not None and self.isolation:
             new = self.table.clone()
             for op, frm in ctx.writes:
                 self._apply(new, op, frm, None)
             self.table = new
-            self.ssid += 1
+            self._advance()
             self.versions[self.ssid] = new
-            self._gc_versions()
-        elif ctx is not None:
-            self.ssid += 1
+        elif ctx is not None or not resent:
+            # a commit of a transaction whose init this broker missed (it restarted since) counts
+            # too, so the counters stay aligned; a re-sent one was in the counter it adopted
+            self._advance()
+            if self.isolation:
+                self.versions[self.ssid] = self.table
         self._terminate(tx, "committed")
         self._retry_deferred()
 
@@ -504,12 +542,34 @@ class DtxBroker(TxBroker):
             del self._ack_for[key]
         self._terminate(tx, "aborted")
         self._retry_deferred()
+
+    def _advance(self) -> None:
+        self._superseded[self.ssid] = self.rt.mono_ns()
+        self.ssid += 1
         self._gc_versions()
 
     def _gc_versions(self) -> None:
-        keep = {c.ssid for c in self.ctx.values()} | {self.ssid}
-        for s in [s for s in self.versions if s not in keep]:
-            del self.versions[s]
+        """Drop the versions superseded more than ``snapshot_keep`` ago (an open transaction's
+        own base is referenced by its context and outlives this)."""
+        old = self.rt.mono_ns() - self._keep_ns
+        for s in [s for s, t in self._superseded.items() if t < old]:
+            del self._superseded[s]
+            self.versions.pop(s, None)
+
+    def _peer_up_tx(self, peer: str) -> None:
+        self.rt.send(peer, {"k": "txssid", "ssid": self.ssid})
+        super()._peer_up_tx(peer)
+
+    def _on_ssid(self, frm: str, msg: dict[str, Any]) -> None:
+        """A neighbour's snapshot counter, sent when the connection comes up: a broker that has
+        not taken part in a transaction since it (re)started adopts the highest, so snapshot ids
+        mean the same commits here as there (a restart would otherwise count again from 0)."""
+        s = int(msg["ssid"])
+        if self._fresh and s > self.ssid:
+            self.rt.log("tx_ssid_resync", peer=frm, old=self.ssid, ssid=s)
+            self.versions = {s: self.table}
+            self._superseded.clear()
+            self.ssid = s
 
 
 class DtxniBroker(DtxBroker):
@@ -528,21 +588,37 @@ class StxBroker(TxBroker):
         self.processed: set[tuple[str, str]] = set()
         self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
         self.undo: dict[str, list[tuple]] = {}
-        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}  # open tx -> (hop, txop) sent
+        # tx -> (hop, txop) sent to a neighbour broker and not yet acknowledged (txopok) by it,
+        # kept after the transaction ended here: re-sent when the connection comes back
+        self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self._hold_s = float((self.config.get("params") or {}).get("hold_timeout", 10.0))
+        self._held_since: dict[tuple[str, str], int] = {}  # (kind, tx) of a buffered outcome -> mono ns
 
-    def on_peer_up(self, peer: str) -> None:
-        """After the routing and outcome re-sync: the operations of still open transactions sent
-        to this neighbour, again (a restarted one lost them; one that kept them skips them as
-        processed)."""
-        super().on_peer_up(peer)
-        if peer in self._nset:
-            for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
-                if hop != peer:
-                    self.rt.send(peer, {"k": "join", "c": c})
-            for tx, sent in self.sent_ops.items():
-                for hop, msg in sent:
-                    if hop == peer:
-                        self.rt.send(peer, msg)
+    def _peer_up_tx(self, peer: str) -> None:
+        """After the routing re-sync: the CRT, the operations this neighbour has not acknowledged
+        (a restarted one lost them, one that was down never got them; one that kept them skips
+        them as processed), then the recent outcomes (after the operations they end)."""
+        for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
+            if hop != peer:
+                self.rt.send(peer, {"k": "join", "c": c})
+        for tx, sent in self.sent_ops.items():
+            for hop, msg in sent:
+                if hop == peer:
+                    self.rt.send(peer, msg)
+        super()._peer_up_tx(peer)
+
+    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
+        tx, oid = msg["tx"], msg["op"]
+        sent = self.sent_ops.get(tx)
+        if sent is None:
+            return
+        sent[:] = [(h, m) for h, m in sent if not (h == frm and m["op"]["id"] == oid)]
+        if not sent:
+            del self.sent_ops[tx]
+
+    def _op_ok(self, frm: str, tx: str, oid: str) -> None:
+        if frm in self._nset:
+            self.rt.send(frm, {"k": "txopok", "tx": tx, "op": oid})
 
     def _forward_op(self, tx: str, frm: str, msg: dict[str, Any], dests: list[str]) -> None:
         super()._forward_op(tx, frm, msg, dests)
@@ -553,7 +629,8 @@ class StxBroker(TxBroker):
                 log.append((h, fwd))
 
     def _terminate(self, tx: str, outcome: str) -> None:
-        self.sent_ops.pop(tx, None)
+        if outcome == "aborted":
+            self.sent_ops.pop(tx, None)  # nothing of it is to arrive anywhere
         super()._terminate(tx, outcome)
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
@@ -583,22 +660,22 @@ class StxBroker(TxBroker):
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
         tx = msg["tx"]
         if tx in self.terminated:
-            if msg["op"].get("trig") and (tx, msg["op"]["id"]) not in self.processed:
-                # a sub/usub a broker triggered (Alg 2) travels back toward the advertiser and can
-                # meet the commit coming the other way: S-TX has no acks to hold the commit for
-                # it. Committed: it still applies (as it would have a moment earlier); aborted:
-                # nothing of the transaction stays, so it is dropped.
-                if self.terminated[tx] == "committed":
-                    self._process(frm, msg, late=True)
-                    for d in (self.sent_ops, self._parts, self._sub_ops):  # nothing kept for it
-                        d.pop(tx, None)
+            if (tx, msg["op"]["id"]) not in self.processed and self.terminated[tx] == "committed":
+                # an operation that meets its commit coming the other way (a sub/usub a broker
+                # triggered, Alg 2, travelling back toward the advertiser: S-TX has no acks to
+                # hold the commit for it), or that comes late, re-sent after a neighbour's
+                # restart: committed, it still applies (as it would have a moment earlier)
+                self._process(frm, msg, late=True)
+                for d in (self._parts, self._sub_ops):  # nothing kept for it
+                    d.pop(tx, None)
                 return
-            self.rt.log("broker_bad_message", peer=frm, kind="txop",
-                        reason=f"operation {msg['op'].get('id')} of an ended transaction {tx}")
+            self._op_ok(frm, tx, msg["op"]["id"])  # processed already, or aborted: nothing to do
             return
-        if (tx, msg["op"]["id"]) in self.processed or any(
-                b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+        if (tx, msg["op"]["id"]) in self.processed:
+            self._op_ok(frm, tx, msg["op"]["id"])
             return  # re-sent after a reconnection, known here
+        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+            return  # re-sent, waiting here: acknowledged once processed
         self._part(tx, frm)
         if self.buffer or self._blocked(tx, msg.get("d") or []):
             self.buffer.append(("txop", frm, msg))
@@ -614,6 +691,7 @@ class StxBroker(TxBroker):
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
         self.processed.add((tx, op["id"]))
+        self._op_ok(frm, tx, op["id"])
         if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation
             self.processed.add((tx, op["orig"]))
         self._note_op(tx, op)
@@ -625,14 +703,23 @@ class StxBroker(TxBroker):
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
         if kind in ("txcmt", "txabt"):
-            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3); a re-sent
-            # outcome (no d) does not wait, and drops what of the transaction still waits here
-            if "d" not in msg:
-                self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
-                return self._stx_end(kind, tx, msg)
+            # both carry every operation as a dependency (abtMsg(txID, D), App. A.3). A re-sent
+            # outcome (rs, no d) of an abort drops what of the transaction still waits here; of a
+            # commit, it waits behind the transaction's buffered operations (their dependencies)
+            if msg.get("rs") or "d" not in msg:
+                mine = [b for b in self.buffer if b[2]["tx"] == tx]
+                if kind == "txabt" or not mine:
+                    self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
+                    return self._stx_end(kind, tx, msg)
+                if any(b[0] != "txop" for b in mine):
+                    return None  # its outcome waits here already
+                deps: list[list[Any]] = []
+                for b in mine:
+                    deps += [d for d in b[2].get("d") or [] if d not in deps]
+                self._hold(kind, frm, {"k": kind, "tx": tx, "rs": True, "d": deps})
+                return None
             if self.buffer or self._blocked(tx, msg.get("d") or []):
-                self.buffer.append((kind, frm, msg))
-                self._release()
+                self._hold(kind, frm, msg)
                 return None
             return self._stx_end(kind, tx, msg)
         self._bad(frm, msg, f"S-TX takes no {kind}")
@@ -645,6 +732,45 @@ class StxBroker(TxBroker):
         self._terminate(tx, "committed" if kind == "txcmt" else "aborted")
         return {"k": kind, "tx": tx, "d": msg.get("d") or []}
 
+    def _hold(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        """Buffer an outcome (behind dependencies or earlier messages) for at most hold_timeout."""
+        self.buffer.append((kind, frm, msg))
+        self._held_since[(kind, msg["tx"])] = self.rt.mono_ns()
+        self.rt.call_later(self._hold_s, self._hold_expired, kind, msg["tx"])
+        self._release()
+
+    def _hold_expired(self, kind: str, tx: str) -> None:
+        """A held outcome whose dependencies did not come within hold_timeout (an operation lost
+        for good): the transaction's buffered operations and then the outcome are applied
+        without them, logged; the rest of the buffer goes on."""
+        since = self._held_since.get((kind, tx))
+        i = next((i for i, b in enumerate(self.buffer) if b[0] == kind and b[2]["tx"] == tx), None)
+        if since is None or i is None:
+            return
+        mine = [b for b in self.buffer[:i + 1] if b[2]["tx"] == tx]
+        missing = sorted({d[0] for b in mine for d in b[2].get("d") or []
+                          if d[3] in ("sub", "usub") and (tx, d[0]) not in self.processed and self._satisfiable(d)})
+        self.rt.log("tx_hold_timeout", tx=tx, outcome="committed" if kind == "txcmt" else "aborted",
+                    waited_ms=(self.rt.mono_ns() - since) / 1e6, missing=missing)
+        self.buffer = [b for b in self.buffer if b not in mine]
+        for b in mine:
+            self._release_one(*b)
+        self._release()
+
+    def _release_one(self, kind: str, frm: str, msg: dict[str, Any]) -> None:
+        if kind == "txop":
+            self._process(frm, msg)
+            return
+        tx = msg["tx"]
+        self._held_since.pop((kind, tx), None)
+        if tx in self.terminated:
+            return  # ended meanwhile (another re-sent copy of the outcome)
+        fwd = self._stx_end(kind, tx, msg)
+        if msg.get("rs"):
+            self._rs_forward(kind, frm, tx)
+        else:
+            self._do_flood(kind, frm, fwd)
+
     def _release(self) -> None:
         """Process buffered operations and commits whose dependencies are met, in arrival order
         (the first ready one first, then rescan). A commit depends on every sub/usub its
@@ -656,10 +782,7 @@ class StxBroker(TxBroker):
                 if self._blocked(msg["tx"], msg.get("d") or []):
                     continue
                 del self.buffer[i]
-                if kind == "txop":
-                    self._process(frm, msg)
-                else:
-                    self._do_flood(kind, frm, self._stx_end(kind, msg["tx"], msg))
+                self._release_one(kind, frm, msg)
                 progress = True
                 break
 

@@ -42,3 +42,12 @@ declare("tx_round", P, "Fig 9: a coordinator's dispatch round began (phase start
         client="str", round="int", phase="str")
 declare("tx_held", P, "A (re)started broker held transaction messages while it re-learned its routing "
         "state (params.settle after its start), and now processes them.", count="int")
+declare("tx_snapshot_missing", P, "D-TX: a transaction's init named a snapshot (ssid) this broker no longer "
+        "or not yet holds (current: its own counter, kept: the versions it holds); the transaction's "
+        "prepare here votes abort (never a silent fall back to the current table).",
+        tx="str", ssid="int", current="int", kept="list[int]")
+declare("tx_ssid_resync", P, "D-TX/D-TXNI: a (re)started broker adopted a neighbour's snapshot counter "
+        "(old: its own) before taking part in a transaction.", peer="str", old="int", ssid="int")
+declare("tx_hold_timeout", P, "S-TX: a commit or abort held for dependencies (missing: their op ids) "
+        "longer than params.hold_timeout was applied without them.",
+        tx="str", outcome="str", waited_ms="float", missing="list[str]")

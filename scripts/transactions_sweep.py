@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Sweep of randomized transactions topologies: every variant on each, half with a crash.
+
+    PYTHONPATH=. python scripts/transactions_sweep.py [-n 20] [--seed 200] [--variants dtx,dtxni,stx,blwait]
+                                                      [--runtime sim|local] [--out runs/transactions-sweep]
+
+Each seed draws a topology with testbed.protocols.transactions.analysis.randomized (a random
+tree of 4-9 brokers, 1-3 instances x 1-3 TXC threads, client groups on 1-3 random brokers, the
+§3.3 conflict workload on); seeds alternate without / with a crash + restart of a random broker
+(even offsets: none, odd: crash), so half the runs have one. ``--runtime local`` runs each on
+real processes and analyses it (every check of the protocol, Spark); ``--runtime sim`` runs the
+same nodes on the deterministic in-memory runtime of the unit tests (tests/unit/pubsub/harness.py:
+the real node code, simulated sockets and clock; seconds per run) and runs the protocol's
+checks (P1-P9 with the issue #27 ones) on their logs in one Spark session. Prints one line per
+run and a summary; writes ``OUT/summary.json``. Exit status 1 if any run failed a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def sim_run(seed: int, variant: str, crash: bool, duration_s: float):
+    """The topology of ``seed`` on the in-memory runtime: its logs."""
+    from testbed.protocols.transactions.analysis.randomized import THINK_S, adjacency, draw
+    from tests.unit.pubsub.harness import Sim
+    from tests.unit.transactions.harness import scenario
+
+    d = draw(seed, crash)
+    cfgs = scenario(variant, brokers=adjacency(d), attach=d["attach"], instances=d["instances"],
+                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0, think=THINK_S,
+                    conflict=variant != "blwait")
+    for c in cfgs.values():
+        c["seed"] = seed
+    sim = Sim(cfgs, delay_ms=5.0)
+    sim.start()
+    sim.run_for(1.0)
+    sim.start_workload(0.0, duration_s)
+    c = d["crash"]
+    if c:
+        sim.run_for(c["at_s"])
+        sim.crash(c["victim"])
+        sim.run_for(c["down_s"])
+        sim.restart(c["victim"])
+        sim.run_for(duration_s - c["at_s"] - c["down_s"])
+    else:
+        sim.run_for(duration_s)
+    sim.shutdown()
+    return sim.logs, d
+
+
+def sim_check(spark, logs, variant: str, crash: bool) -> list:
+    from testbed.protocols.transactions.analysis.checks import CHECKS
+    from tests.unit.transactions.test_checks import ctx_of
+
+    ctx = ctx_of(spark, logs, variant, conflict=variant != "blwait")
+    if crash:
+        ctx.plan["actions"] = [{"crash": "x"}]
+    out = []
+    for chk in CHECKS:
+        if chk.__module__.endswith("pubsub.analysis.checks"):
+            continue  # the regular-traffic checks (P8): no regular events in these runs
+        out.append(chk(ctx))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from testbed.protocols.transactions.analysis.randomized import VARIANTS, describe, generate
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("-n", type=int, default=20, help="number of topologies (default 20)")
+    ap.add_argument("--seed", type=int, default=200, help="first seed (default 200)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--runtime", choices=("sim", "local"), default="local")
+    ap.add_argument("--duration", type=int, default=14, help="workload seconds (default 14)")
+    ap.add_argument("--out", default="runs/transactions-sweep", help="work and result directory")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    variants = [v for v in a.variants.split(",") if v]
+    spark = None
+    if a.runtime == "sim":
+        from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
+
+        spark = spark_session(app="tx-sweep", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
+    rows = []
+    t_all = time.monotonic()
+    for i, seed in enumerate(range(a.seed, a.seed + a.n)):
+        crash = i % 2 == 1
+        d = describe(seed, crash)
+        for v in variants:
+            t0 = time.monotonic()
+            try:
+                if a.runtime == "sim":
+                    logs, _ = sim_run(seed, v, crash, a.duration)
+                    res = sim_check(spark, logs, v, crash)
+                    failed = {r.name: r.violations for r in res if not r.passed}
+                    examples = {r.name: r.examples[:2] for r in res if not r.passed}
+                    ends: dict[str, int] = {}
+                    for r in logs:
+                        if r["ev"] == "tx_end":
+                            ends[r["outcome"]] = ends.get(r["outcome"], 0) + 1
+                    r = {"passed": not failed, "failed": failed, "examples": examples, "checks": len(res),
+                         "ends": ends, "hold_timeouts": sum(1 for x in logs if x["ev"] == "tx_hold_timeout"),
+                         "snapshot_missing": sum(1 for x in logs if x["ev"] == "tx_snapshot_missing")}
+                else:
+                    from testbed.protocols.transactions.sweep import run_and_check
+
+                    r = run_and_check(generate(seed, v, crash=crash, duration_s=a.duration), out)
+            except Exception as e:  # noqa: BLE001 - a run that does not start is a result too
+                rows.append({"seed": seed, "variant": v, **d, "passed": False, "error": f"{type(e).__name__}: {e}"})
+                print(f"seed {seed} {v}: ERROR {type(e).__name__}: {e}", flush=True)
+                continue
+            row = {"seed": seed, "variant": v, **d, **r, "wall_s": round(time.monotonic() - t0, 1)}
+            rows.append(row)
+            print(f"seed {seed} {v}: {'PASS' if r['passed'] else 'FAIL'} brokers={d['brokers']} "
+                  f"inst={d['instances']}x{d['threads']} tx={d['transactions']} crash={d['crash']} "
+                  f"ends={r.get('ends', '')} failed={r['failed']} {row['wall_s']} s", flush=True)
+    passed = sum(1 for r in rows if r["passed"])
+    by: dict[str, dict[str, int]] = {}
+    for r in rows:
+        k = f"{r['variant']}/{'crash' if r['crash'] != 'none' else 'none'}"
+        by.setdefault(k, {"runs": 0, "passed": 0})
+        by[k]["runs"] += 1
+        by[k]["passed"] += bool(r["passed"])
+    fails: dict[str, int] = {}
+    for r in rows:
+        for name in r.get("failed", {}) or {}:
+            fails[name] = fails.get(name, 0) + 1
+    summary = {"runs": len(rows), "passed": passed, "runtime": a.runtime, "first_seed": a.seed,
+               "duration_s": a.duration, "wall_s": round(time.monotonic() - t_all, 1),
+               "by_variant_fault": by, "failed_checks": fails, "rows": rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(f"{passed}/{len(rows)} passed every check ({a.runtime}, {summary['wall_s']} s); "
+          f"by variant/fault: {json.dumps(by)}; failed checks: {json.dumps(fails)}; summary: {out / 'summary.json'}")
+    return 0 if passed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())

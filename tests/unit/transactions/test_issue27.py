@@ -1,0 +1,128 @@
+"""Issue #27's broker bugs, each driven directly on the broker classes on the in-memory runtime:
+
+* D-TX: a snapshot superseded before a transaction's init arrives was garbage-collected, and
+  ``versions.get(ssid, self.table)`` silently fell back to the current table (the conflict check
+  then compared the current table with itself); a restarted broker's snapshot counter began at 0.
+* S-TX: an operation forwarded to a neighbour that was down was never re-sent once its
+  transaction committed at the origin; a re-sent outcome discarded buffered operations.
+* A commit held for a dependency that never arrives stayed held for ever, with nothing logged.
+"""
+
+from __future__ import annotations
+
+from .harness import LINE3, scenario
+from tests.unit.pubsub.harness import Sim
+
+PUB = {"p": "q", "x": 1}
+FILT = "[p,eq,'q'],[x,eq,1]"
+
+
+def _sim(variant: str, **params) -> Sim:
+    sim = Sim(scenario(variant, brokers=LINE3, **params), delay_ms=5.0)
+    sim.start()
+    sim.run_for(1.0)  # past settle: the brokers take transaction messages at once
+    return sim
+
+
+def _phases(sim, node, tx, phase):
+    return [r for r in sim.events("tx_phase", node=node, tx=tx, phase=phase)]
+
+
+def _dtx_commit_sub(b1, tx, ssid):
+    """At leaf b1 (neighbour b2): transaction ``tx`` subscribes FILT from b1's local client and
+    commits; b1's routes for PUB move from nowhere to that client."""
+    b1.on_message("b2", {"k": "txinit", "tx": tx, "o": ["z", 1], "ssid": ssid})
+    b1.on_message("e", {"k": "txop", "tx": tx, "c": "e-0",
+                        "op": {"id": f"{tx}/1", "n": 1, "kind": "sub", "c": "e-0", "sid": f"{tx}/s", "f": FILT}})
+    b1.on_message("b2", {"k": "txprep", "tx": tx})
+    b1.on_message("b2", {"k": "txcmt", "tx": tx})
+
+
+def test_dtx_conflict_is_found_against_a_snapshot_superseded_before_the_init_arrived():
+    sim = _sim("dtx")
+    b1 = sim.nodes["b1"]
+    _dtx_commit_sub(b1, "t1", 0)  # t1 committed here: b1 at ssid 1, no transaction open
+    assert b1.ssid == 1
+    # t2's coordinator's broker took snapshot 0 before t1 reached it: t2 routes on version 0
+    b1.on_message("b2", {"k": "txinit", "tx": "t2", "o": ["y", 1], "ssid": 0})
+    b1.on_message("b2", {"k": "txop", "tx": "t2", "op": {"id": "t2/1", "n": 1, "kind": "pub", "c": "y", "a": PUB}})
+    b1.on_message("b2", {"k": "txprep", "tx": "t2"})
+    prep = _phases(sim, "b1", "t2", "prepare")
+    assert len(prep) == 1 and prep[0]["conflict"] is True, prep  # version 0 routes PUB nowhere, 1 to e-0
+
+
+def test_dtx_a_missing_snapshot_aborts_the_transaction_logged():
+    sim = _sim("dtx")
+    b1 = sim.nodes["b1"]
+    b1.on_message("b2", {"k": "txinit", "tx": "t9", "o": ["y", 1], "ssid": 7})  # b1 never had snapshot 7
+    b1.on_message("b2", {"k": "txprep", "tx": "t9"})
+    prep = _phases(sim, "b1", "t9", "prepare")
+    assert len(prep) == 1 and prep[0]["conflict"] is True
+    missing = sim.events("tx_snapshot_missing", node="b1", tx="t9")
+    assert len(missing) == 1 and missing[0]["ssid"] == 7
+
+
+def test_dtx_snapshot_ids_survive_a_broker_restart():
+    sim = _sim("dtx")
+    for i in range(3):
+        for b in ("b1", "b2", "b3"):  # three commits everywhere: every broker at ssid 3
+            node = sim.nodes[b]
+            node.on_message("b2" if b != "b2" else "b1", {"k": "txinit", "tx": f"c{i}", "o": ["z", i], "ssid": i})
+            node.on_message("b2" if b != "b2" else "b1", {"k": "txcmt", "tx": f"c{i}"})
+    sim.run_for(0.5)
+    assert [sim.nodes[b].ssid for b in ("b1", "b2", "b3")] == [3, 3, 3]
+    sim.crash("b2")
+    sim.run_for(0.2)
+    sim.restart("b2")
+    sim.run_for(1.5)  # reconnected, settled
+    assert sim.nodes["b2"].ssid == 3
+
+
+def test_stx_an_operation_committed_at_its_origin_reaches_a_neighbour_that_was_down():
+    sim = _sim("stx")
+    # a standing subscription behind b2 (non-transactional, from b3's agent): b1 routes PUB to b2
+    sim.nodes["b3"].on_message("a", {"k": "sub", "c": "a-0", "id": "s1", "f": FILT})
+    sim.run_for(0.5)
+    sim.crash("b2")
+    b1 = sim.nodes["b1"]
+    b1.on_message("e", {"k": "txop", "tx": "t1", "c": "e-0", "d": [],
+                        "op": {"id": "t1/1", "n": 1, "kind": "pub", "c": "e-0", "a": PUB}})
+    b1.on_message("e", {"k": "txcmt", "tx": "t1", "c": "e-0", "d": [["t1/1", "e-0", "", "pub"]]})
+    assert [r["dests"] for r in sim.events("tx_proc", node="b1", tx="t1")] == [["b2"]]
+    sim.run_for(0.3)
+    sim.restart("b2")
+    sim.run_for(2.0)
+    assert sim.events("tx_proc", node="b2", tx="t1"), "the committed operation never reached b2"
+    assert sim.events("tx_proc", node="b3", tx="t1")
+
+
+def test_stx_a_re_sent_outcome_keeps_the_buffered_operations_of_its_transaction():
+    sim = _sim("stx")
+    b1 = sim.nodes["b1"]
+    # a dependency b1 must wait for: a sub of client y (joined via b2) that an adv here satisfies
+    b1.on_message("b2", {"k": "join", "c": "y"})
+    b1.on_message("e", {"k": "adv", "c": "e-0", "id": "v1", "f": FILT})
+    dep = ["t1/1", "y", FILT, "sub"]
+    b1.on_message("b2", {"k": "txop", "tx": "t1", "d": [dep],
+                         "op": {"id": "t1/2", "n": 2, "kind": "pub", "c": "y", "a": PUB}})
+    assert b1.buffer and not sim.events("tx_proc", node="b1", tx="t1")
+    b1.on_message("b2", {"k": "txcmt", "tx": "t1", "rs": True})  # the outcome, re-sent after a restart
+    b1.on_message("b2", {"k": "txop", "tx": "t1", "d": [],
+                         "op": {"id": "t1/1", "n": 1, "kind": "sub", "c": "y", "sid": "t1/s", "f": FILT}})
+    done = [r["op_id"] for r in sim.events("tx_proc", node="b1", tx="t1")]
+    assert done == ["t1/1", "t1/2"], done
+
+
+def test_stx_a_commit_held_for_a_dependency_that_never_comes_times_out_logged():
+    sim = _sim("stx", hold_timeout=2.0)
+    b1 = sim.nodes["b1"]
+    b1.on_message("b2", {"k": "join", "c": "y"})
+    b1.on_message("e", {"k": "adv", "c": "e-0", "id": "v1", "f": FILT})
+    dep = ["t1/4", "y", FILT, "usub"]  # op4 never arrives here
+    b1.on_message("b2", {"k": "txcmt", "tx": "t1", "d": [dep]})
+    sim.run_for(1.0)
+    assert not _phases(sim, "b1", "t1", "commit")
+    sim.run_for(2.0)
+    assert len(_phases(sim, "b1", "t1", "commit")) == 1
+    stuck = sim.events("tx_hold_timeout", node="b1", tx="t1")
+    assert len(stuck) == 1 and stuck[0]["missing"] == ["t1/4"]
