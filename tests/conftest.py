@@ -6,6 +6,8 @@ Markers (pyproject.toml lists them) are applied at collection, so they reach tes
 * from the fixtures a test uses (directly or through other fixtures): ``spark`` -> ``spark``,
   ``engine`` -> ``docker``;
 * from its folder: everything under ``tests/integration`` is ``slow``;
+* by hand: ``ssh``, ``browser``, ``spark_cluster``, ``proc``, ``serial`` (and ``spark``/``docker``
+  for a test that starts them without the fixtures);
 * derived: a test marked ``spark``, ``proc``, ``docker``, ``ssh``, ``browser`` or ``spark_cluster`` is
   also ``slow``; ``spark_cluster`` is also ``serial`` (it runs alone, see below).
 
@@ -15,7 +17,8 @@ What a test starts is watched while it sets up and runs (an audit hook on proces
 wrappers on Spark's session builder and on the wipes): a test that starts Spark, a node process
 or the testbed CLI, Docker, SSH/Ansible or a browser without the marker fails at teardown with a
 one-line reason, and so does a test that removes every testbed process/container (``wipe``)
-without the ``serial`` marker. The check cannot be fooled by test order: a Spark session that an
+without the ``serial`` marker. Under ``tests/integration`` (all ``slow``, run only by the whole
+suite) only ``serial`` is enforced. The check cannot be fooled by test order: a Spark session that an
 earlier test started counts as soon as this test asks for it.
 
 In CI (``CI=true``) a skipped test marked ``docker``, ``ssh``, ``browser`` or ``spark_cluster`` fails the run:
@@ -67,12 +70,21 @@ def markers_for(rel_parts: tuple[str, ...], fixturenames: list[str] | tuple[str,
     return add - present
 
 
+def _rel(item: pytest.Item) -> tuple[str, ...]:
+    try:
+        return Path(str(item.path)).resolve().relative_to(_TESTS).parts
+    except ValueError:
+        return ()
+
+
+def _folder(item: pytest.Item) -> str:
+    rel = _rel(item)
+    return rel[0] if len(rel) > 1 else ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        try:
-            rel = Path(str(item.path)).resolve().relative_to(_TESTS).parts
-        except ValueError:
-            rel = ()
+        rel = _rel(item)
         present = {m.name for m in item.iter_markers()}
         for m in sorted(markers_for(rel, getattr(item, "fixturenames", ()), present)):
             item.add_marker(m)
@@ -187,6 +199,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if not getattr(config, "_testbed_watch", False):
         config._testbed_watch = True
         _install_watchers()
+    # a test that names no runs directory writes under its own process's, never the checkout's
+    # runs/ shared with the other workers (and their `.active` record)
+    # (set in each xdist worker, not in the controller whose environment the workers inherit)
+    controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if not controller and not os.environ.get("TESTBED_RUNS"):
+        import atexit
+        import shutil
+        import tempfile
+
+        runs = tempfile.mkdtemp(prefix="testbed-test-runs-")
+        os.environ["TESTBED_RUNS"] = runs
+        atexit.register(shutil.rmtree, runs, True)
 
 
 _WHY = {
@@ -224,7 +248,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if call.when != "teardown" or not _watch["did"]:
         return
-    lines = missing_markers(_watch["did"], {m.name for m in item.iter_markers()})
+    did = _watch["did"]
+    if _folder(item) == "integration":  # all `slow`, run only by the whole suite: there only `serial` matters
+        did = {w: d for w, d in did.items() if w == "serial"}
+    lines = missing_markers(did, {m.name for m in item.iter_markers()})
     _watch["did"] = {}
     if lines and report.passed:
         report.outcome = "failed"

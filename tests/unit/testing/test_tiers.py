@@ -117,9 +117,9 @@ def test_pure():
 '''
 
 
-def _inner(tmp_path: Path, ci: bool) -> subprocess.CompletedProcess:
+def _inner(tmp_path: Path, ci: bool, sub: str = "") -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_inner.py").write_text(INNER)
+    (tmp_path / sub / "test_inner.py").write_text(INNER)
     env = {**os.environ, "CI": "true" if ci else "", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rEs", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:warnings",
                            "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
@@ -136,6 +136,14 @@ def test_a_test_that_starts_what_it_is_not_marked_for_fails(tmp_path):
     assert "test_wipe_unmarked: removed every testbed process/container (wipe) (testbed wipe)" in out
     for ok in ("test_cli_marked", "test_wipe_marked", "test_pure"):
         assert f"test_inner.py::{ok}" not in out.split("short test summary")[-1].replace("SKIPPED", "")
+
+
+def test_under_tests_integration_only_serial_is_enforced(tmp_path):
+    (tmp_path / "integration").mkdir()
+    r = _inner(tmp_path, ci=False, sub="integration")
+    assert "6 passed, 1 skipped, 1 error" in r.stdout, r.stdout
+    assert "test_wipe_unmarked: removed every testbed process/container" in r.stdout
+    assert r.returncode == 1
 
 
 def test_in_ci_a_skipped_docker_test_fails_the_run(tmp_path):
