@@ -5,7 +5,8 @@
 #   ./scripts/test.sh --unit   everything under tests/unit (Spark included);
 #   ./scripts/test.sh          everything: set-up, a running Docker engine, the node image and the
 #                              ssh test-host images, then the whole suite -- what CI runs.
-# Tests run on TESTBED_TEST_WORKERS pytest-xdist workers (default: 2 for --fast/--unit, 4 for
+# Tests run on TESTBED_TEST_WORKERS pytest-xdist workers, a test file per worker (its module
+# fixtures, e.g. runs shared by its tests, are made once) (default: 2 for --fast/--unit, 4 for
 # the whole suite, whose integration tests mostly wait); the tests marked `serial` (wipe, the
 # Spark cluster) run afterwards, alone. Further arguments go to pytest (both passes).
 # In CI (CI=true) a skipped docker, ssh, browser or spark_cluster test fails the run (tests/conftest.py).
@@ -20,16 +21,16 @@ esac
 PY=.venv/bin/python
 case "$tier" in
   fast)
-    exec "$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-2}" -m "not slow" tests/unit "$@" ;;
+    exec "$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-2}" --dist loadfile -m "not slow" tests/unit "$@" ;;
   unit)
-    exec "$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-2}" --durations=15 tests/unit "$@" ;;
+    exec "$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-2}" --dist loadfile --durations=15 tests/unit "$@" ;;
 esac
 bash .ci/docker-setup.sh
 bash .ci/ssh-setup.sh
 start=$(date +%s)
 rc=0
 echo "test: the parallel pass (-n ${TESTBED_TEST_WORKERS:-4}, everything but the serial tests)"
-"$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-4}" --durations=25 -m "not serial" "$@" || rc=$?
+"$PY" -m pytest -q -rfEs -n "${TESTBED_TEST_WORKERS:-4}" --dist loadfile --durations=25 -m "not serial" "$@" || rc=$?
 echo "test: the serial pass (tests that cannot share the machine, one at a time)"
 src=0
 "$PY" -m pytest -q -rfEs --durations=10 -m serial "$@" || src=$?
