@@ -13,8 +13,9 @@ Markers (pyproject.toml lists them) are applied at collection, so they reach tes
 
 So ``pytest -m "not slow"`` is the pure layers (``./scripts/test.sh --fast``).
 
-What a test starts is watched while it sets up and runs (an audit hook on process starts, and
-wrappers on Spark's session builder and on the wipes): a test that starts Spark, a node process
+What a test starts is watched while it sets up and runs (an audit hook on process starts,
+wrappers on Spark's session builder and on the wipes, and a ``spark-env.sh`` that notes a Spark
+started by a subprocess): a test that starts Spark, a node process
 or the testbed CLI, Docker, SSH/Ansible or a browser without the marker fails at teardown with a
 one-line reason, and so does a test that removes every testbed process/container (``wipe``)
 without the ``serial`` marker. Under ``tests/integration`` (all ``slow``, run only by the whole
@@ -199,6 +200,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not getattr(config, "_testbed_watch", False):
         config._testbed_watch = True
         _install_watchers()
+        _install_spark_probe()
     # a test that names no runs directory writes under its own process's, never the checkout's
     # runs/ shared with the other workers (and their `.active` record)
     # (set in each xdist worker, not in the controller whose environment the workers inherit)
@@ -229,16 +231,47 @@ def missing_markers(did: dict[str, str], present: set[str]) -> list[str]:
             for w, detail in sorted(did.items()) if w not in present]
 
 
+# Spark started in a subprocess (the CLI, `python -c ...`): every spark-submit/spark-class sources
+# $SPARK_CONF_DIR/spark-env.sh, which here touches the file the running test's
+# TESTBED_TEST_SPARK_PROBE names (children inherit it). Only when SPARK_CONF_DIR was not set already.
+_SPARK_ENV_SH = '[ -n "${TESTBED_TEST_SPARK_PROBE:-}" ] && : > "$TESTBED_TEST_SPARK_PROBE"; true\n'
+_probe: dict = {"dir": None, "n": 0}
+
+
+def _install_spark_probe() -> None:
+    mine = os.environ.get("TESTBED_TEST_SPARK_CONF")
+    if mine and os.environ.get("SPARK_CONF_DIR") == mine and os.path.isdir(mine):
+        _probe["dir"] = mine  # an xdist worker: the controller's
+        return
+    if os.environ.get("SPARK_CONF_DIR"):
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="testbed-test-sparkconf-")
+    Path(d, "spark-env.sh").write_text(_SPARK_ENV_SH)
+    os.environ["SPARK_CONF_DIR"] = os.environ["TESTBED_TEST_SPARK_CONF"] = d
+    _probe["dir"] = d
+    atexit.register(shutil.rmtree, d, True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     _watch["did"] = {}
     _watch["on"] = True
+    if _probe["dir"]:
+        _probe["n"] += 1
+        os.environ["TESTBED_TEST_SPARK_PROBE"] = os.path.join(_probe["dir"], f"probe-{os.getpid()}-{_probe['n']}")
     yield
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem):
     _watch["on"] = False  # a module fixture torn down here belongs to earlier tests too
+    probe = os.environ.pop("TESTBED_TEST_SPARK_PROBE", None)
+    if probe and os.path.exists(probe):
+        _watch["did"].setdefault("spark", "spark-submit in a subprocess")
     yield
 
 

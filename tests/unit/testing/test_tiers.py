@@ -97,6 +97,13 @@ def test_spark_unmarked():
     SparkSession.Builder.getOrCreate.__wrapped__ = lambda self: "no JVM here"
     assert SparkSession.builder.getOrCreate() == "no JVM here"
 
+def test_spark_in_a_subprocess_unmarked():
+    import pyspark
+    home = os.path.dirname(pyspark.__file__)
+    # what spark-submit and spark-class do first (no JVM here)
+    subprocess.run(["bash", "-c", f'. "{home}/bin/load-spark-env.sh"'], check=True,
+                   env=dict(os.environ, SPARK_HOME=home))
+
 def test_wipe_unmarked():
     import testbed.api as api
     api.wipe.__wrapped__ = lambda *a, **k: []
@@ -130,10 +137,11 @@ def test_a_test_that_starts_what_it_is_not_marked_for_fails(tmp_path):
     r = _inner(tmp_path, ci=False)
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
-    assert "6 passed, 1 skipped, 3 errors" in out, out  # an error at teardown: the call passed
+    assert "7 passed, 1 skipped, 4 errors" in out, out  # an error at teardown: the call passed
     assert "test_cli_unmarked: started node processes or the testbed CLI" in out and "add @pytest.mark.proc" in out
     assert "test_spark_unmarked: started or used Spark (a SparkSession) but is not marked spark" in out
     assert "test_wipe_unmarked: removed every testbed process/container (wipe) (testbed wipe)" in out
+    assert "test_spark_in_a_subprocess_unmarked: started or used Spark (spark-submit in a subprocess)" in out
     for ok in ("test_cli_marked", "test_wipe_marked", "test_pure"):
         assert f"test_inner.py::{ok}" not in out.split("short test summary")[-1].replace("SKIPPED", "")
 
@@ -141,7 +149,7 @@ def test_a_test_that_starts_what_it_is_not_marked_for_fails(tmp_path):
 def test_under_tests_integration_only_serial_is_enforced(tmp_path):
     (tmp_path / "integration").mkdir()
     r = _inner(tmp_path, ci=False, sub="integration")
-    assert "6 passed, 1 skipped, 1 error" in r.stdout, r.stdout
+    assert "7 passed, 1 skipped, 1 error" in r.stdout, r.stdout
     assert "test_wipe_unmarked: removed every testbed process/container" in r.stdout
     assert r.returncode == 1
 
