@@ -124,11 +124,12 @@ def test_pure():
 '''
 
 
-def _inner(tmp_path: Path, ci: bool, sub: str = "") -> subprocess.CompletedProcess:
+def _inner(tmp_path: Path, ci: bool, sub: str = "", workers: int = 0) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / sub / "test_inner.py").write_text(INNER)
     env = {**os.environ, "CI": "true" if ci else "", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rEs", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:warnings",
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rEs", "-p", "no:cacheprovider", *xdist, "-p", "no:warnings",
                            "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
@@ -154,8 +155,10 @@ def test_under_tests_integration_only_serial_is_enforced(tmp_path):
     assert r.returncode == 1
 
 
-def test_in_ci_a_skipped_docker_test_fails_the_run(tmp_path):
-    r = _inner(tmp_path, ci=True)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_in_ci_a_skipped_docker_test_fails_the_run(tmp_path, workers):
+    # with xdist workers the controller sees every worker's reports and fails the run
+    r = _inner(tmp_path, ci=True, workers=workers)
     assert "CI: 1 docker/ssh/browser/spark_cluster test(s) were skipped" in r.stdout, r.stdout
     assert "test_inner.py::test_docker_skipped" in r.stdout
     assert r.returncode == 1
