@@ -11,16 +11,6 @@ from testbed.errors import AnalysisError
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="session")
-def spark():
-    from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
-
-    # tiny inputs: settings that change speed only, never results (see session.py)
-    s = spark_session(app="testbed-tests", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
-    yield s
-    s.stop()
-
-
 def test_analyze_synthetic_run_end_to_end(spark, tmp_path):
     syn = make_run_dir(tmp_path, duration_s=20.0, publishers=2, subscribers=2, rate_per_s=5.0,
                        stall=(8.0, 10.0), rome_offset_ms=50.0, duplicate=True, torn=True, unknown_event=True)

@@ -271,6 +271,7 @@ DockerProvider(sys.argv[2]).up(run.plan(), run, lambda m: print(m, flush=True))
 """
 
 
+@pytest.mark.serial  # wipes every testbed container on the engine: runs alone, after the parallel pass
 def test_wipe_after_controller_killed_mid_up(client, image, tmp_path):
     from testbed.providers.docker.provider import DockerProvider
 

@@ -51,15 +51,6 @@ params:
 """
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
-
-    s = spark_session(app="testbed-tests-explore", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
-    yield s
-    s.stop()
-
-
 @pytest.fixture
 def forgetful(tmp_path, monkeypatch):
     """The forgetful protocol installed as an entry point, here and in the runs' subprocesses."""

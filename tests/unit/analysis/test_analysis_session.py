@@ -104,6 +104,7 @@ def test_class_archive_is_kept_only_when_its_jvm_exited_cleanly(tmp_path, monkey
     assert S.cds_archive() is None and S._cds_options() == ("", None)
 
 
+@pytest.mark.spark  # a session in a subprocess
 def test_a_class_archive_the_jvm_refuses_is_dropped_and_the_session_starts(tmp_path):
     """If the JVM will not start with the archive, it is deleted and the session starts without it:
     in a fresh process (this one has its session), the archive a junk file the JVM must map."""

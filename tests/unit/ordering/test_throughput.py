@@ -7,15 +7,6 @@ import pytest
 from testbed.protocols.ordering.analysis.metrics import timestamp_summary
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from testbed.analysis.session import spark_session
-
-    s = spark_session(app="testbed-ordering-throughput-tests")
-    s.conf.set("spark.sql.shuffle.partitions", "1")
-    yield s
-
-
 def _summary(spark, rows):
     df = spark.createDataFrame([(1, float(lat), float(t)) for lat, t in rows], "size int, latency_ms double, t_rel_s double")
     return timestamp_summary(df).collect()[0]

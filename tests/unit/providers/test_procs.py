@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from testbed.providers.hostside import procs
 
 # a process that ignores SIGTERM, so only the escalation's SIGKILL ends it
@@ -49,6 +51,7 @@ def test_escalate_goes_on_to_the_next_signal_only_for_those_left():
             p.wait()
 
 
+@pytest.mark.proc
 def test_node_processes_are_found_by_command_line(tmp_path):
     cfg = tmp_path / "run-x" / "configs" / "b1.json"
     cfg.parent.mkdir(parents=True)
