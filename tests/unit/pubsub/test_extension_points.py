@@ -12,7 +12,7 @@ from testbed.protocols.pubsub.nodes import Broker, RoutingTable, parse
 
 from .harness import FakeRuntime, Sim, topology
 
-ROOT = Path(core.__file__).resolve().parents[3]  # the checkout (testbed/protocols/pubsub/nodes/__init__.py)
+ROOT = Path(core.__file__).resolve().parents[4]  # the checkout (testbed/protocols/pubsub/nodes/__init__.py)
 
 
 def test_public_api_exports_resolve():
@@ -27,11 +27,12 @@ def _package_of(module: str) -> str:
 
 
 def test_no_node_package_imports_another_packages_private_names():
-    """In ``testbed/nodes`` (and the topology modules of protocols), ``from testbed.<pkg>.<mod>
+    """In the node runtime, every protocol's nodes and topology module, ``from testbed.<pkg>.<mod>
     import _name`` from another package is forbidden: protocols use each other's public API."""
     bad = []
     files = list((ROOT / "testbed" / "nodes").rglob("*.py")) + list(
-        (ROOT / "testbed" / "topology" / "protocols").glob("*.py"))
+        (ROOT / "testbed" / "protocols").glob("*/nodes/**/*.py")) + list(
+        (ROOT / "testbed" / "protocols").glob("*/topology.py"))
     assert len(files) > 30
     for path in files:
         own = ".".join(path.relative_to(ROOT).parent.parts)
