@@ -300,12 +300,24 @@ def spark():
     (``SMALL_DATA_CONF``, see testbed/analysis/session.py)."""
     from testbed.analysis.session import SMALL_DATA_CONF, SMALL_DATA_JAVA_OPTS, spark_session
 
+    from pyspark.sql import SparkSession
+
     s = spark_session(app="testbed-tests", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
     _SPARK_BASE.clear()
     _SPARK_BASE.update(s.conf.getAll)
-    yield s
-    _SPARK_BASE.clear()
-    s.stop()
+    real_stop = SparkSession.stop
+
+    def stop(self):  # code under test stops "its" session (spark_session() hands it the active one):
+        if self is not s:  # the shared one outlives every test of this worker, so later tests find it alive
+            real_stop(self)
+
+    SparkSession.stop = stop
+    try:
+        yield s
+    finally:
+        SparkSession.stop = real_stop
+        _SPARK_BASE.clear()
+        real_stop(s)
 
 
 _SPARK_BASE: dict[str, str] = {}

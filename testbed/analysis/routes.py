@@ -22,7 +22,9 @@ hit). It ends, for a fault whose end brings connections back (a restart, a heal,
 partition), when the affected nodes have *re-synchronised*: every overlay neighbour of the
 restarted node (or each end of a healed hop) has logged the re-sync event the protocol names
 (``resync`` rows: the node that logged it, the peer it re-sent its state to, when) after the
-restart, in both directions where both ends log one. A neighbour that never re-synchronises keeps
+restart, in both directions where both ends log one, plus ``fault_margin_s`` (what the re-sync
+sent still has to be applied and forwarded, and publications sent meanwhile are in flight: without
+it, correct brokers failed completeness on publications sent just after the last re-sync). A neighbour that never re-synchronises keeps
 the window open to the end of the run (``recovered`` = ``never``). Faults without a re-sync
 (pause, stall, a link re-specification, a crash never restarted) end at their last action plus
 ``fault_margin_s``, as before. A crash whose restart is written as another fault ends at that
@@ -272,6 +274,8 @@ def route_windows(windows: Iterable[FaultWindow], routes: Routes, resync: Iterab
         if set(w.ops) == {"crash"} and later:
             end, how = min(later), "restart"
         if end is not None:
-            hi = end
+            # after the last re-sync: what it re-sent still has to be applied and forwarded, and
+            # publications sent meanwhile are in flight -- the same margin as before a fault
+            hi = end + (margin_s if how == "resync" else 0.0)
         out.append(RouteWindow(w.fault, float(lo), float(hi), w.source or "/".join(w.ops), routes.touched(w), how))
     return out

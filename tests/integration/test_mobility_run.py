@@ -44,7 +44,7 @@ def events(run: Path, ev: str) -> list[dict]:
 def test_reconfiguration_run_passes_p1_to_p9(runs):
     run = runs["reconfiguration"]
     res = checks(run)
-    assert set(res) == {f"P{i}" for i in range(1, 10)} | {"control"}  # + the runtime-wide control_provenance
+    assert set(res) == {f"P{i}" for i in range(1, 10)} | {"control", "node"}  # + the runtime-wide control_provenance, node_lives
     assert {k: v["violations"] for k, v in res.items() if not v["passed"]} == {}
     assert res["P4"]["details"]["expected"] > 100
     ends = events(run, "move_end")

@@ -52,7 +52,7 @@ def test_gryphon_fig6_at_paper_scale_through_ansible_on_three_hosts(tmp_path, mo
 
         res = json.loads((tmp_path / "out" / "gryphon" / "result.json").read_text())
         assert res["scale"] == "paper" and res["figures"] == [6]
-        runs = [Path(r["run"]) for r in res["runs"]]
+        runs = [(tmp_path / "out" / r["run"]).resolve() for r in res["runs"]]  # relative to <out>
         assert len(runs) == 3  # the paper-scale Fig 6 grid: 3 seeds
         for rd in runs:
             m = json.loads((rd / "manifest.json").read_text())

@@ -39,7 +39,7 @@ def test_two_at_a_time_overlap_and_all_are_recorded(tmp_path, monkeypatch):
     E.reproduce("par", out_dir=tmp_path / "out", runs_dir=str(tmp_path / "runs"), progress=lines.append)
     assert any("4 to run, 2 at a time" in s for s in lines), lines
     index = json.loads((tmp_path / "out" / "par" / "index-quick.json").read_text())
-    runs = [Path(e["run"]) for e in index.values()]
+    runs = [(tmp_path / "out" / "par" / e["run"]).resolve() for e in index.values()]  # relative to the index
     assert len(runs) == 4 and len(set(runs)) == 4 and len(seen["runs"]) == 4
     for r in runs:  # every run made whole: collected, with the subscriber's deliveries
         assert json.loads((r / "manifest.json").read_text())["status"] == "collected"
@@ -103,7 +103,7 @@ def test_runs_a_grid_analyses_are_analysed_in_batches(tmp_path, monkeypatch):
     assert [s for s in lines if "runs at once" in s] == ["bat: analysing 4 runs at once",
                                                          "bat: analysing 2 runs at once"], lines
     index = json.loads((tmp_path / "out" / "bat" / "index-quick.json").read_text())
-    runs = [Path(e["run"]) for e in index.values()]
+    runs = [(tmp_path / "out" / "bat" / e["run"]).resolve() for e in index.values()]  # relative to the index
     assert len(runs) == 6 and len(set(runs)) == 6
     for r in runs:
         assert json.loads((r / "manifest.json").read_text())["status"] == "analyzed"

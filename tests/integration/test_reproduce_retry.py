@@ -38,4 +38,4 @@ def test_a_run_that_raised_is_tried_once_more_and_the_failure_recorded(tmp_path,
     assert any("trying it again (2/2)" in s for s in lines), lines
     [entry] = json.loads((tmp_path / "out" / "r" / "index-quick.json").read_text()).values()
     assert entry["failed_attempts"][0]["error"].startswith("RunError: b1: control request")
-    assert Path(entry["run"]).is_dir()
+    assert (tmp_path / "out" / "r" / entry["run"]).is_dir()  # stored relative to the index

@@ -25,7 +25,7 @@ def test_fig5_stx_point_in_containers(engine, tmp_path, monkeypatch):
               provider="docker", points={"variant": "stx"})
     out = tmp_path / "out" / "transactions"
     result = json.loads((out / "result.json").read_text())
-    runs = [Path(r["run"]) for r in result["runs"] if r["run"]]
+    runs = [(tmp_path / "out" / r["run"]).resolve() for r in result["runs"] if r["run"]]  # relative to <out>
     assert len(runs) == 3 and result["stats"]["ran"] == 3
     for run in runs:
         m = json.loads((run / "manifest.json").read_text())

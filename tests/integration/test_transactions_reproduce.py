@@ -30,16 +30,18 @@ def test_reproduce_fig5_on_one_approach(tmp_path):
     claims = json.loads((out / "claims.json").read_text())
     by = {c["sentence"]: c for c in claims}
     assert {c["figure"] for c in claims} == {5}
-    assert all(c["verdict"] in ("pass", "fail", "info", "insufficient", "no data") for c in claims)
+    assert all(c["verdict"] in ("pass", "fail", "info", "insufficient", "no data", "by construction") for c in claims)
     # the other approaches were filtered out: the comparisons have no data, never a pass
     assert by["lat(S-TX) < lat(BL-WAIT) < lat(D-TXNI), lat(D-TX)"]["verdict"] == "no data"
     # S-TX's three seeds were measured
     stx = by["S-TX throughput about 20 tx/s"]
     assert stx["verdict"] == "info" and stx["measured"]["n"] == 3 and stx["measured"]["mean"] > 0
-    # the checks ran on every run (batched) and P1-P5 hold on each of S-TX's three
-    p15 = by["P1-P5 hold for the three transactional approaches"]
-    assert p15["verdict"] == "pass" and len(p15["measured"]["detail"]["runs"]) == 3, p15
+    # the checks ran on every run (batched); P1-P5 over the figure's runs is a row of the checks
+    # table (a check of the runs, not a claim of the paper: #28)
     checks = json.loads((out / "checks.json").read_text())
+    [p15] = [c for c in checks if c["check"] == "transactions.p1_p5_per_figure"]
+    assert p15["passed"], p15
+    checks = [c for c in checks if c["run"] != "fig5"]
     assert {c["check"] for c in checks} >= {"transactions.p1_order", "transactions.p5_tables", "completeness"}
     assert len({c["run"] for c in checks}) == 3
     assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]

@@ -264,6 +264,6 @@ def test_each_paper_reproduces_from_the_installed_package(reproduced, venv, pape
     made = [e for e in index.values() if e.get("run")]
     assert made or all("row" in e for e in mine), index
     for e in made:  # every run was made from the topology files of the installed package
-        m = json.loads((Path(e["run"]) / "manifest.json").read_text())
+        m = json.loads((out / paper / e["run"] / "manifest.json").read_text())  # relative to the index
         assert m["status"] in ("collected", "analyzed"), (e["run"], m["status"])
         assert Path(m["topology_path"]).resolve().is_relative_to(venv["purelib"].resolve()), m["topology_path"]

@@ -82,7 +82,7 @@ def test_a_valid_schedule_expands_to_control_calls(tmp_path):
     ("  - {at: 2s, move: {client: m-0, to: b2, via: b1}}\n", "15:42: faults[0].move.via: unknown key 'via'"),
     ("  - {at: 2s, mvoe: {client: m-0, to: b2}}\n",
      "15:14: faults[0].mvoe: unknown fault kind 'mvoe' (did you mean 'move'?); protocol mobility has: "
-     "stall, crash, restart, cut, partition, pause, set_link, move, reject"),
+     "stall, crash, restart, cut, partition, pause, set_link, throttle, move, reject"),
     ("  - {at: 2s, move: {client: m-0, to: b2}, crash: b1}\n", "15:5: faults[0]: a fault has exactly one kind, got crash, move"),
     ("  - {at: 25s, move: {client: m-0, to: b2}}\n", "15:10: faults[0].at: at 25s is not before the end of the run (duration 20s)"),
 ])
@@ -112,7 +112,7 @@ def test_only_a_protocol_that_declares_them_takes_them(tmp_path):
     pubsub = BASE.replace("protocol: mobility", "protocol: pubsub").split("params:\n")[0] + "faults:\n"
     assert errors(tmp_path, "  - {at: 2s, move: {client: m-0, to: b3}}\n", pubsub) == [
         "13:14: faults[0].move: unknown fault kind 'move'; protocol pubsub has: "
-        "stall, crash, restart, cut, partition, pause, set_link"]
+        "stall, crash, restart, cut, partition, pause, set_link, throttle"]
 
 
 def test_the_shipped_fault_topology_validates_in_every_case():
@@ -183,7 +183,7 @@ def test_a_misspelt_fault_key_is_not_taken_for_a_protocol_action(tmp_path):
     assert errors(tmp_path, "  - {at: 2s, crash: b1, fro: 1s}\n  - {at: 3s, crsh: b1}\n", pubsub) == [
         "13:5: faults[0]: unknown key 'fro' (did you mean 'for'?)",
         "14:14: faults[1].crsh: unknown fault kind 'crsh' (did you mean 'crash'?); protocol pubsub has: "
-        "stall, crash, restart, cut, partition, pause, set_link"]
+        "stall, crash, restart, cut, partition, pause, set_link, throttle"]
 
 
 def test_graph_at_a_time_shows_the_mobile_clients_where_the_schedule_puts_them():

@@ -255,6 +255,7 @@ def test_host_agent_reports_a_node_that_died_with_its_stderr(tmp_path):
         assert p.wait(timeout=10) == 0  # EOF ends the agent
 
 
+@pytest.mark.ssh
 def test_ansible_itself_leaves_a_template_in_an_inventory_value_as_text(tmp_path):
     """Ansible reads the rendered inventory (local connection, no SSH): a ``{{ }}`` in a value stays
     text, while the playbooks' own templates still use the values; numbers and booleans stay typed."""

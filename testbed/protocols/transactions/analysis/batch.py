@@ -88,7 +88,7 @@ Check = tuple[str, str, Callable[[str, bool], bool], Callable[[str], bool], Call
 
 
 def _p1(ctx, v):
-    return K.order_violations(K.required_order(ctx.df("tx_op")), ctx.df("tx_proc"))
+    return K.order_violations(K.required_order(ctx.df("tx_op")), ctx.df("tx_proc"), ctx.df("node_start"))
 
 
 def _p2(ctx, v):

@@ -103,10 +103,22 @@ def _close(edges: DataFrame, rounds: int) -> DataFrame:
     return c
 
 
-def lifetimes(tx_proc: DataFrame) -> DataFrame:
+def lifetimes(tx_proc: DataFrame, starts: DataFrame | None = None) -> DataFrame:
     """tx_proc + ``life``: the broker process lifetime each row comes from (0, 1, ... per node).
-    The counter ``k`` starts at 1 in each process, so each row with ``k`` = 1 (in time order)
-    begins a lifetime."""
+    From the runtime's ``node_start`` (one per process start, ``starts``) where the node logged
+    any: the number of its starts before the row. Else (a history without them, e.g. the
+    in-memory harness): the counter ``k`` starts at 1 in each process, so each row with ``k`` = 1
+    (in time order) begins a lifetime."""
+    if starts is not None:
+        st = starts.select("node", F.col("t_rel_s").alias("_st"))
+        with_starts = tx_proc.join(st.select("node").distinct(), "node")
+        if with_starts.limit(1).count():
+            cols = tx_proc.columns
+            counted = (with_starts.join(st, "node")
+                       .groupBy(*cols).agg(F.sum(F.when(F.col("_st") <= F.col("t_rel_s"), 1).otherwise(0))
+                                            .alias("life")))
+            rest = tx_proc.join(st.select("node").distinct(), "node", "left_anti")
+            return counted.unionByName(lifetimes(rest))
     w = Window.partitionBy("node").orderBy("t_rel_s", "k")
     new = F.when(F.col("k") == 1, 1).otherwise(0)
     return (tx_proc.withColumn("_new", new)
@@ -114,10 +126,10 @@ def lifetimes(tx_proc: DataFrame) -> DataFrame:
             .drop("_new"))
 
 
-def order_violations(pairs: DataFrame, tx_proc: DataFrame) -> DataFrame:
+def order_violations(pairs: DataFrame, tx_proc: DataFrame, starts: DataFrame | None = None) -> DataFrame:
     """-> [node, tx, a, b, k_a, k_b]: a <SO b both processed at node in one process lifetime, b
     first (counters of two lifetimes are not comparable: a restarted broker counts from 1)."""
-    p = lifetimes(tx_proc.select("node", "tx", "op_id", "k", "t_rel_s"))
+    p = lifetimes(tx_proc.select("node", "tx", "op_id", "k", "t_rel_s"), starts)
     pa = p.select("node", "life", "tx", F.col("op_id").alias("a"), F.col("k").alias("k_a"))
     pb = p.select("node", "life", "tx", F.col("op_id").alias("b"), F.col("k").alias("k_b"))
     return (pairs.join(pa, ["tx", "a"]).join(pb, ["node", "life", "tx", "b"])
@@ -130,7 +142,7 @@ def check_sequential_consistency(ctx: AnalysisContext) -> CheckResult:
     if v not in TX_VARIANTS:
         return _na(name, desc, f"{v}: plain brokers log no tx_proc (reported, not required)")
     pairs = required_order(ctx.df("tx_op")).cache()
-    viol = order_violations(pairs, ctx.df("tx_proc"))
+    viol = order_violations(pairs, ctx.df("tx_proc"), ctx.df("node_start"))
     return summarize(name, desc, viol, order=["tx", "node", "a"], details={"pairs": pairs.count()})
 
 
