@@ -156,12 +156,12 @@ def test_cluster_analysis_and_multi_run_figure_match_local_mode(cluster, tmp_pat
         assert v_cluster == v_local
         assert m_cluster == m_local
     verdicts = dict((n, ok) for n, ok, *_ in _outcome(a.path)[0])
-    # (+ the runtime-wide control_provenance check every protocol gets)
+    # (+ the runtime-wide control_provenance and node_lives checks every protocol gets)
     assert verdicts == {"no_duplicates": False, "filter_match": True, "fifo": True, "completeness": True,
-                        "control_provenance": True}
+                        "control_provenance": True, "node_lives": True}
     assert dict((n, ok) for n, ok, *_ in _outcome(b.path)[0]) == {
         "no_duplicates": True, "filter_match": True, "fifo": True, "completeness": False,
-        "control_provenance": True}
+        "control_provenance": True, "node_lives": True}
 
     # a figure's multi-run read: one scan over both runs' Parquet, on the cluster and locally
     fig_cluster = _py("-c", FIGURE_SNIPPET, url, f"{a.path},{b.path}", f"spark.executor.memory={EXECUTOR_MEMORY}")
