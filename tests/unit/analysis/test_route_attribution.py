@@ -48,7 +48,7 @@ def test_a_restart_excuses_only_its_routes_until_the_neighbours_resynchronised(s
     timeline = [{"fault": 0, "op": op, "target": ["b2"], "planned_s": t, "actual_s": t, "status": "done",
                  "window": [5.0, 6.0], "source": src} for op, t in (("crash", 5.0), ("restart", 6.0))]
     pubs = [pub("p-0", k, {"class": "STOCK"}, 2.0 + k) for k in range(1, 11)]  # at 3 .. 12 s
-    lost = {("s-0", "p-0:3"), ("s-0", "p-0:5"), ("q-0", "p-0:3")}  # 5.0 s (crash), 7.0 s (after re-sync), 5.0 s
+    lost = {("s-0", "p-0:3"), ("s-0", "p-0:7"), ("q-0", "p-0:3")}  # 5.0 s (crash), 9.0 s (after recovery), 5.0 s
     dels = [dlv(c, "p-0", k, 2.05 + k, 2.0 + k) for c in ("s-0", "q-0") for k in range(1, 11)
             if (c, f"p-0:{k}") not in lost]
     resync = [{"node": "b1", "peer": "b2", "advs": 1, "subs": 0, "s": 6.4},
@@ -58,9 +58,9 @@ def test_a_restart_excuses_only_its_routes_until_the_neighbours_resynchronised(s
     ctx = AnalysisContext.build(spark, Path("/nonexistent"), plan, {"t0_wall_ns": T0, "timeline": timeline},
                                 {k: events_df(spark, k, v) for k, v in ev.items()})
     r = check_completeness(ctx)
-    # excused: s-0's p-0:3 (5.0 s, b2 down on p-b1-b2-s); caught: s-0's p-0:5 (7.0 s, after b1 and b2
-    # re-synced at 6.5 s, though inside the old 2 s margin) and q-0's p-0:3 (route p-b1-q, b2 not on it)
+    # excused: s-0's p-0:3 (5.0 s, b2 down on p-b1-b2-s); caught: s-0's p-0:7 (9.0 s, after b1 and b2
+    # re-synced at 6.5 s plus the 2 s in-flight margin) and q-0's p-0:3 (route p-b1-q, b2 not on it)
     assert r.attributed == 1 and r.violations == 2, (r.attributed, r.examples)
-    assert {(e["client"], e["pub_id"]) for e in r.examples} == {("s-0", "p-0:5"), ("q-0", "p-0:3")}
+    assert {(e["client"], e["pub_id"]) for e in r.examples} == {("s-0", "p-0:7"), ("q-0", "p-0:3")}
     f = r.details["attributed_by_fault"]["0"]
-    assert f["count"] == 1 and f["recovered"] == "resync" and f["window"] == [3.0, 6.5]
+    assert f["count"] == 1 and f["recovered"] == "resync" and f["window"] == [3.0, 8.5]
