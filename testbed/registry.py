@@ -289,8 +289,6 @@ def _external(known: set[str]) -> dict[str, Protocol]:
     return out
 
 
-from_entry_point = describe  # the older name
-
 _REGISTRY: Registry | None = None
 
 
@@ -415,5 +413,5 @@ def reproducible() -> list[str]:
 
 
 __all__ = ["ENTRY_POINT_GROUP", "PARTS", "Protocol", "ProtocolError", "Registry", "all_events", "batch_parts",
-           "builtin_names", "checks_for", "describe", "figures_for", "from_entry_point", "get", "names",
+           "builtin_names", "checks_for", "describe", "figures_for", "get", "names",
            "node_class_path", "node_code_files", "registry", "reproducible", "reset", "run_event_protocols"]
