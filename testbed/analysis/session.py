@@ -125,6 +125,11 @@ def _cds_options() -> tuple[str, Path | None]:
         except (OSError, ValueError):
             pass
         arch.unlink(missing_ok=True)  # not the archive a clean exit left: never map it
+    if _conf_dir_in_use():
+        # spark-class puts the Spark conf directory on the class path; the JVM cannot archive a class
+        # path with a non-empty directory and says so on stdout at exit ("Cannot have non-empty
+        # directory in paths"), in the middle of the caller's output: no archive written then
+        return "", None
     lock = _beside(arch, "writer")  # one writer at a time: the pid of the session writing it
     try:
         arch.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +149,21 @@ def _cds_options() -> tuple[str, Path | None]:
     except OSError:
         return "", None
     return f"-XX:ArchiveClassesAtExit={_beside(arch, f'{os.getpid()}.tmp')} {_CDS_QUIET}", arch
+
+
+def _conf_dir_in_use() -> bool:
+    """Whether the driver's class path will hold a non-empty Spark conf directory ($SPARK_CONF_DIR,
+    else $SPARK_HOME/conf)."""
+    d = os.environ.get("SPARK_CONF_DIR") or (os.path.join(os.environ["SPARK_HOME"], "conf")
+                                             if os.environ.get("SPARK_HOME") else "")
+    if not d:
+        import pyspark
+
+        d = os.path.join(os.path.dirname(pyspark.__file__), "conf")
+    try:
+        return os.path.isdir(d) and any(os.scandir(d))
+    except OSError:
+        return False
 
 
 def _finish_cds(proc, arch: Path) -> None:

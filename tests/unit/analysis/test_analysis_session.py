@@ -74,8 +74,20 @@ def test_class_archive_is_kept_only_when_its_jvm_exited_cleanly(tmp_path, monkey
     import sys
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)  # the suite's probe directory (tests/conftest.py)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
     arch = S.cds_archive()
     assert arch is not None and arch.parent == tmp_path / "testbed"
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
+    assert S._cds_options()[1] == arch  # an empty conf directory: archived as usual
+    S._beside(arch, "writer").unlink()
+    (conf / "spark-env.sh").write_text("")
+    # a non-empty one is on the class path and the JVM cannot archive that (it would print
+    # "Cannot have non-empty directory in paths" on the caller's stdout at exit): no writer
+    assert S._cds_options() == ("", None)
+    monkeypatch.delenv("SPARK_CONF_DIR")
     opts, writes = S._cds_options()
     assert writes == arch and f"-XX:ArchiveClassesAtExit={arch}.{os.getpid()}.tmp" in opts
     assert (arch.parent / (arch.name + ".writer")).read_text() == str(os.getpid())
