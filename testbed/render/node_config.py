@@ -56,6 +56,7 @@ def render_node_config(
         "control": list(control),
         "peers": {k: list(v) for k, v in peers.items() if k != node},
         "links": {dst: spec.to_dict() for dst, spec in plan.egress(node).items()},
+        "service": n.service,
         "emulation": emulation,
         "clients": clients,
         "directory": directory(plan),

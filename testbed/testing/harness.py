@@ -25,7 +25,8 @@ def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", pro
                  links: dict[str, dict[str, dict[str, Any]]] | None = None,
                  params: dict[str, dict[str, Any]] | None = None,
                  neighbors: dict[str, list[str]] | None = None,
-                 emulation: str = "userspace", host: str = "127.0.0.1") -> dict[str, dict[str, Any]]:
+                 emulation: str = "userspace", host: str = "127.0.0.1",
+                 service: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """One config per name (written to ``workdir/<name>.json``); every node knows every other."""
     os.makedirs(workdir, exist_ok=True)
     ports = free_ports(2 * len(names), host)
@@ -44,6 +45,7 @@ def make_configs(workdir: str, names: list[str], *, run_id: str = "rt-test", pro
             "params": (params or {}).get(n, {}), "placement": {}, "seed": 1000 + i, "duration_s": 1.0,
             "log_path": os.path.join(workdir, "logs", f"{n}.jsonl"),
             "state_dir": os.path.join(workdir, "state", n), "log_flush_ms": 100,
+            "service": (service or {}).get(n),
         }
         cfgs[n] = write_config(workdir, n, cfg)
     return cfgs

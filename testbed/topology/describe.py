@@ -115,6 +115,9 @@ def describe(plan: Plan) -> str:
         for n in procs:
             if n.site == site:
                 cap = _capacity(n.cpu, n.memory_bytes)
+                if n.service:
+                    svc = f"service {format_time(n.service['mean_s'])} {n.service['distribution'][:3]}"
+                    cap = f"{cap}, {svc}" if cap else svc
                 label = (f"{n.name}({n.role}" + (f", cell {n.cell}" if n.cell else "")
                          + (f", {cap}" if cap else "") + ")")
                 by_host[n.host].append(label)

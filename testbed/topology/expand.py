@@ -107,7 +107,9 @@ def resolve_processes(topo: Topology, hosts: dict[str, HostPlan]) -> dict[str, N
         out[n] = NodePlan(name=n, kind="node", role=node.role, site=node.site, host=host,
                           neighbors=tuple(adj[n]), cell=node.cell,
                           cpu=node.cpu if node.cpu is not None else (h.cpu if h else None),
-                          memory_bytes=node.memory if node.memory is not None else (h.memory_bytes if h else None))
+                          memory_bytes=node.memory if node.memory is not None else (h.memory_bytes if h else None),
+                          service=({"mean_s": node.service.mean, "distribution": node.service.distribution}
+                                   if node.service is not None else None))
     for c, g in topo.clients.items():
         first = out[g.attach_list[0]]
         cp = topo.client_params(c)

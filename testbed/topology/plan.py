@@ -93,6 +93,8 @@ class NodePlan:
     extra: dict[str, Any] = field(default_factory=dict)  # protocol-specific node keys
     cpu: float | None = None  # this process's CPU limit in cores: its own key, else its host's
     memory_bytes: int | None = None  # this process's memory limit: its own key, else its host's
+    # per-message service time: {"mean_s": float, "distribution": "exponential" | "constant"} or None
+    service: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,8 @@ class Plan:
 
 def _node_to_dict(n: NodePlan) -> dict[str, Any]:
     d = asdict(n)
+    if d.get("service") is None:
+        d.pop("service", None)  # plans without it stay as they were (run-index fingerprints)
     d["neighbors"] = list(n.neighbors)
     if n.clients is not None:
         d["clients"]["attach"] = list(n.clients.attach)

@@ -78,6 +78,30 @@ class Host(StrictModel):
     memory: Memory | None = None  # the host's memory (bytes), every process on it together
 
 
+SERVICE_DISTRIBUTIONS = ("exponential", "constant")
+
+
+class Service(StrictModel):
+    """A node's per-message service time (docs/topology.md, *Service time*): the messages it receives
+    from other processes are handled one at a time, each holding it for a time drawn with this mean."""
+
+    mean: Time
+    distribution: Literal["exponential", "constant"] = "exponential"
+
+    @field_validator("mean")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError("the mean service time must be more than 0 (e.g. 5ms)")
+        if v > 10:
+            raise ValueError("a mean service time over 10s is not a per-message cost")
+        return v
+
+
+def _service(v: Any) -> Any:
+    return {"mean": v} if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
+
+
 class Node(StrictModel):
     role: str
     site: Name
@@ -86,6 +110,8 @@ class Node(StrictModel):
     cell: str | None = None
     cpu: Cpu | None = None  # this node's cores (overrides its host's)
     memory: Memory | None = None  # this node's memory limit (bytes; overrides its host's)
+    # a per-message cost the paper's brokers had and ours lack (docs/topology.md, *Service time*)
+    service: Annotated[Service | None, BeforeValidator(_service)] = None
 
 
 class ClientGroup(StrictModel):

@@ -67,6 +67,26 @@ def test_delivery_fifo_and_delay_over_a_jittery_link(tmp_path):
         assert sched and sched[0]["peer"] == "b" and sched[0]["n"] == 300
 
 
+def test_a_service_time_queues_messages_at_the_receiver(tmp_path):
+    """b handles a's messages one at a time, 20 ms each (constant): a burst of 40 sent at once is
+    handled over ~0.8 s in order, each no earlier than 20 ms after it was sent, and b's periodic
+    ``service`` lines count them and show the queue it had."""
+    with cluster(tmp_path, ["a", "b"], service={"b": {"mean_s": 0.02, "distribution": "constant"}}) as ps:
+        a, b = ps["a"], ps["b"]
+        a.call("send", dst="b", n=40)
+        wait_for(lambda: received(b) == 40)
+        assert a.stop() == 0 and b.stop() == 0
+        got = recv_events(b, "a")
+        assert [e["seq"] for e in got] == list(range(1, 41))
+        delays_ms = [(e["t"] - e["sent_t"]) / 1e6 for e in got]
+        assert min(delays_ms) >= 19.5
+        assert (got[-1]["t"] - got[0]["t"]) / 1e6 >= 39 * 20 - 5  # served back to back, not in parallel
+        svc = evs(b, "service")
+        assert sum(e["served"] for e in svc) >= 40  # periodic samples and the last one at stop
+        assert max(e["max_queued"] for e in svc) >= 10
+        assert not evs(a, "service")  # only the node with the key has a queue
+
+
 def test_reorder_link_does_reorder(tmp_path):
     links = {"a": {"b": {"delay_ms": 20, "jitter_ms": 5, "distribution": "normal", "reorder": True}}}
     with cluster(tmp_path, ["a", "b"], links=links) as ps:

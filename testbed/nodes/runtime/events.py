@@ -97,6 +97,11 @@ declare("workload", "runtime", "The workload phase began or ended at this node."
         phase="str", t0="int", duration_s="float")
 declare("cpu", "runtime", "Periodic sample of this process's CPU time and memory.",
         user_s="float", sys_s="float", rss_kb="int")
+declare("service", "runtime",
+        "Periodic sample of the node's service queue (only with a service time, docs/topology.md): the "
+        "queue now and its longest since the last sample, messages served, the fraction of the interval "
+        "the server was busy (service time drawn / interval, at most 1) and the mean wait in the queue.",
+        queued="int", max_queued="int", served="int", busy="float", wait_ms="float")
 declare("stats", "runtime", "Periodic transport counters.",
         sent="int", received="int", bytes_out="int", bytes_in="int", dropped="int")
 declare("node_error", "runtime",

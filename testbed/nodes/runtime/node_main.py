@@ -39,7 +39,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from testbed.nodes.runtime import api, auth, codec
+from testbed.nodes.runtime import api, auth, codec, service
 from testbed.nodes.runtime.control import ControlServer
 from testbed.nodes.runtime.eventlog import EventLog
 from testbed.nodes.runtime.linkemu import Egress, LinkSpec
@@ -100,6 +100,9 @@ def load_config(path: str) -> dict[str, Any]:
     em = cfg.get("emulation", "userspace")
     if em not in ("userspace", "kernel"):
         raise ConfigError(f"{path}: emulation: expected userspace or kernel, got {em!r}")
+    why = service.check(cfg.get("service"))
+    if why:
+        raise ConfigError(f"{path}: service: {why}")
     fm = cfg.get("log_flush_ms", 100)
     if isinstance(fm, bool) or not isinstance(fm, int) or not 1 <= fm <= 100:
         raise ConfigError(f"{path}: log_flush_ms: expected an integer 1..100, got {fm!r}")
@@ -173,6 +176,16 @@ class NodeRuntime(api.Runtime):
         cls = api.resolve(config["protocol"], config["kind"], config["role"], config.get("node_class"))
         self.node: api.Node = cls(self)
         self.transport.on_message = self.node.on_message
+        self.service: service.ServiceQueue | None = None
+        svc = config.get("service")
+        if svc:
+            # a stream of its own, like the links': the protocol's draws do not shift with it
+            self.service = service.ServiceQueue(
+                svc["mean_s"], svc.get("distribution", "exponential"),
+                random.Random(f"{config.get('seed', 0)}/service"), loop.time,
+                lambda when, fn: loop.call_at(when, self._guard(fn)), self.node.on_message)
+            self.transport.on_message = self.service.arrive
+        self._last_periodic = time.monotonic()
 
     # --- api.Runtime -------------------------------------------------------------------
     def send(self, dst: str, msg: dict[str, Any]) -> None:
@@ -324,6 +337,10 @@ class NodeRuntime(api.Runtime):
         self.evlog.log("cpu", {"user_s": round(ru.ru_utime, 4), "sys_s": round(ru.ru_stime, 4),
                                "rss_kb": _rss_kb()})
         self.evlog.log("stats", self.transport.counters.as_dict())
+        now = time.monotonic()
+        if self.service is not None:
+            self.evlog.log("service", self.service.sample(now - self._last_periodic))
+        self._last_periodic = now
         self.rejects.flush()
         self._timers.append(self.loop.call_later(PERIODIC_S, self._periodic))
         if len(self._timers) > 8:
@@ -392,6 +409,8 @@ class NodeRuntime(api.Runtime):
         self._flush_drops()
         self.rejects.flush()
         self.evlog.log("stats", self.transport.counters.as_dict())
+        if self.service is not None:  # the last interval's sample
+            self.evlog.log("service", self.service.sample(time.monotonic() - self._last_periodic))
         self.evlog.log("node_stop", {"reason": self._stop_reason})
         self.evlog.flush()
         await self.control.close()
