@@ -23,7 +23,8 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     out = {}
     for v in VARIANTS:
-        [rd] = api.run(str(TOPO), set_vars={"variant": v, "transactions": 10}, runs_dir=str(root), analyze=False)
+        [rd] = api.run(str(TOPO), set_vars={"variant": v, "transactions": 10, "service_ms": 0, "link_delay": "5ms",
+                                                     "link_jitter": "1ms"}, runs_dir=str(root), analyze=False)
         out[v] = str(rd.path)
     return out
 

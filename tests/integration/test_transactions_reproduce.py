@@ -35,7 +35,10 @@ def test_reproduce_fig5_on_one_approach(tmp_path):
     assert by["lat(S-TX) < lat(BL-WAIT) < lat(D-TXNI), lat(D-TX)"]["verdict"] == "no data"
     # S-TX's three seeds were measured
     stx = by["S-TX throughput about 20 tx/s"]
-    assert stx["verdict"] == "info" and stx["measured"]["n"] == 3 and stx["measured"]["mean"] > 0
+    # judged (the calibrated model's absolute number: docs/transactions.md), whatever its verdict
+    assert stx["verdict"] in ("pass", "fail", "insufficient") and stx["measured"]["n"] == 3
+    assert stx["measured"]["mean"] > 0
+    assert by["D-TX latency about 570 ms"]["verdict"] == "by construction"  # the calibration point
     # the checks ran on every run (batched); P1-P5 over the figure's runs is a row of the checks
     # table (a check of the runs, not a claim of the paper: #28)
     checks = json.loads((out / "checks.json").read_text())

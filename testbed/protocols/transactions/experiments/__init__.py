@@ -45,6 +45,7 @@ from testbed.protocols.transactions.experiments.claims import (  # noqa: F401  (
     claims_wait,
 )
 from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (the paper's names, as one module had them)
+    CALIBRATION,
     CHECKS_REQUIRED,
     COUNTS,
     Config,
@@ -65,6 +66,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     WAIT_GROUPS,
     WAIT_START_MS,
     _NAME,
+    calibrated_tol,
     _STATED,
     _fig6_points,
     _points,

@@ -28,8 +28,9 @@ PLACEMENTS = {"quick": [0], "paper": [0, 1, 2]}
 SEEDS = 3
 STEP_MS = 50
 WAIT_START_MS = {"quick": 400, "paper": 2000}  # the search's first probe (the paper starts at 2000 ms)
-FIG9 = {"quick": {"regular_rate": "1000/s", "round_size": 2000, "transactions": 20, "duration": "20s"},
-        "paper": {}}  # paper: fig9.yaml's own (20k events per round, 300 s)
+# Fig 9: the regular rate is fig9.yaml's own, 0.8 of a broker's capacity under the calibrated cost
+# (costs.j2), rounds of 5 s (quick) / 50 s (paper)
+FIG9 = {"quick": {"transactions": 20, "duration": "40s"}, "paper": {}}
 # Runs made at a time. A quick run keeps a fifth to two fifths of one core busy (measured idle,
 # load 1-5, every node process and the controller, reaped under a subreaper: Fig 5's D-TX /
 # D-TXNI / S-TX / BL-WAIT runs 1.5-1.7 s of CPU in 7-8 s; Fig 6's tree of 9 3.0 s in 9.3 s;
@@ -76,6 +77,24 @@ def ratio_tol(paper: float) -> Tolerance:
     (for r = 4: [3, 5.5]; r = 1.5: [1.33, 1.75]; r = 7: [5, 10])."""
     t = TOL["ratio"]
     return Tolerance(t.reason, low=1 + (paper - 1) * t.low, high=1 + (paper - 1) * t.high)
+# The paper's testbed costs (topologies/transactions/costs.j2): LAN links and ONE broker cost, a
+# per-message service time whose mean is calibrated on ONE point, D-TX's 570 ms in Fig 5. That
+# point is reported `by construction`; every other number falls where it falls.
+CALIBRATION = ("the brokers' per-message service time (topologies/transactions/costs.j2: service_ms, exponential, "
+               "on the paper's LAN) is calibrated on this point, D-TX's mean latency in Fig 5 (570 ms in the paper): "
+               "excluded from judgement")
+TOL["calibrated"] = Tolerance(
+    "an absolute latency / throughput of the calibrated model (the paper's LAN and one per-message broker cost "
+    "fitted on D-TX's 570 ms in Fig 5): PADRES's costs differ by message type and ours are one mean, so the "
+    "paper's value within a factor 1.5 either way", low=1 / 1.5, high=1.5)
+
+
+def calibrated_tol(paper: float) -> Tolerance:
+    """TOL['calibrated'] around an absolute number of the paper: [paper / 1.5, paper x 1.5]."""
+    t = TOL["calibrated"]
+    return Tolerance(t.reason, low=paper * t.low, high=paper * t.high)
+
+
 HARDWARE = ("an absolute latency / throughput set by the paper's setup (PADRES Java brokers, one VM per broker "
             "and client, a LAN) and here by 5 ms +- 1 ms emulated links on a shared 2-core machine: reported, "
             "not judged")
