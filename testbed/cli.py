@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("compare", help="what changed between two reproductions: verdict flips, values moved beyond "
                                         "their intervals, claims only in one (exit 3 on a change)")
     sp.add_argument("a", metavar="A", help="the reference: a reproduction directory or a paper's directory in one "
-                                           "(e.g. docs/results/ordering)")
+                                           "(e.g. docs/results/<paper>)")
     sp.add_argument("b", metavar="B", help="the reproduction compared with it (same kinds of directory)")
     sp.add_argument("--changed", action="store_true", help="list only the claims that changed")
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")

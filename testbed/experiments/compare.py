@@ -1,7 +1,7 @@
 """``testbed compare A B``: what changed between two reproductions, claim by claim.
 
 A and B are reproduction output directories (``reproductions/``: a ``<paper>/claims.json`` per
-paper) or one paper's directory in one (``reproductions/ordering``, ``docs/results/ordering``:
+paper) or one paper's directory in one (``reproductions/<paper>``, ``docs/results/<paper>``:
 a ``claims.json``). A is the reference ("before"), B the reproduction compared with it ("after").
 
 Per paper reproduced on both sides and per figure reproduced on both sides (the claims
