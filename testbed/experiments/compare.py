@@ -14,7 +14,7 @@ claim id found in either side is one row:
   the claim's own (``measured.ci``: the one its verdict used; a pure computation's is its value),
   else the Student-t interval from the claim's mean, spread and seeds (information, shape,
   construction claims); with one seed or no value there is none, and only the verdict is
-  compared. Disjoint intervals, not "B's mean outside A's interval": the test is symmetric (which
+  compared. Every seed equal (no spread) gives a zero-width interval: any change of it moves. Disjoint intervals, not "B's mean outside A's interval": the test is symmetric (which
   side is the reference does not matter) and does not flag seed noise as a change as often (with
   3 seeds, the mean of a second draw of the same runs falls outside the first's interval far
   more often than the two intervals miss each other). Overlapping intervals do not prove the
@@ -327,7 +327,7 @@ def _measured(c: dict[str, Any] | None) -> str:
     iv = interval(c)
     s = f"{mean:.4g}"
     if iv is not None:
-        s += f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv[0] != iv[1] else " (exact)"
+        s += f" [{iv[0]:.4g}, {iv[1]:.4g}]"
     return s + f" n={m.get('n')}"
 
 
