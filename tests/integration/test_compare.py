@@ -108,6 +108,13 @@ def test_a_planted_change_to_one_claims_data_flips_it_and_moves_a_value(repro):
     assert doc["counts"] == {**doc["counts"], "flip": 1, "moved": 2, "same": 2, "compared": 5} and not doc["ok"]
     grows = {c["sentence"][-6:-1]: c["id"] for c in doc["claims"] if "grows" in c["id"]}  # "(shape 0.901)"
     assert by[grows["0.901"]]["status"] == "moved" and by[grows["0.349"]]["status"] == "same", grows
+    # reproduce --json --compare: the same comparison inside the reproduction's document
+    r = _testbed(repro, *FIG7, "--out", str(b), "--compare", str(repro / "a"), "--json")
+    assert r.returncode == 3, r.stdout + r.stderr
+    rd = json.loads(r.stdout)
+    assert rd["command"] == "reproduce" and rd["papers"][0]["stamp"]["points_filter"] == {"k": 10}
+    assert rd["compare"]["command"] == "compare" and rd["compare"]["changed"] is True
+    assert rd["compare"]["counts"] == doc["counts"]
 
 
 @pytest.mark.slow
