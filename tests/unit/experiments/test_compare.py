@@ -77,6 +77,9 @@ def test_a_planted_change_to_one_claims_samples_is_a_flip(tmp_path, capsys):
     assert cli.main(["compare", str(a), str(b)]) == 3
     out = capsys.readouterr().out
     assert "FLIP: pass -> fail" in out and "1 flipped" in out and out.rstrip().endswith("changed")
+    assert cli.main(["compare", str(a), str(b), "--changed"]) == 3  # only the changed rows listed
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("p ")]
+    assert len(rows) == 1 and "fig7:about-46" in rows[0]
     # a comparison reversed is a flip too
     c = _write(tmp_path / "c", _claims(above=((1, 2, 3), (5, 6, 7))))
     assert _rows(K.compare(a, c))["fig7:a-above-b"].status == K.FLIP
