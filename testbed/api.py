@@ -130,14 +130,12 @@ def _versions() -> dict[str, str]:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             pass
-    try:
-        top = Path(__file__).resolve().parent.parent
-        rev = subprocess.run(["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5)
-        if rev.returncode == 0:
-            out["git"] = rev.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
+    from testbed.runs.provenance import git_state
+
+    git = git_state()  # the checkout testbed runs from (not some repository an installed wheel sits in)
+    if git is not None:
+        out["git"] = git["commit"]
+        out["git_dirty"] = git["dirty"]
     return out
 
 
@@ -264,10 +262,9 @@ def load_average() -> list[float] | None:
     starts, ``end`` when it ends, ``cpus``): the 1-minute value at the end covers the workload's last
     minute, this run's own processes included, so a claim's explanation can cite how loaded the
     machine was while the run measured (docs/experiments.md, "Explanations")."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):
-        return None
+    from testbed.runs.provenance import load_now
+
+    return load_now()
 
 
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:

@@ -92,7 +92,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="runs made at a time (default: each paper's own, docs/experiments.md)")
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
+    sp.add_argument("--compare", metavar="DIR", help="then compare the claims with a reference (a reproduction "
+                                                     "directory or a paper's in one, e.g. docs/results/<paper>) "
+                                                     "as `testbed compare DIR OUT` does; exit 3 on a change")
+    sp.add_argument("--publish", metavar="DIR", help="then write each paper's small set (REPORT.md, claims.json, "
+                                                     "figures/*.png) to DIR/<paper>/, e.g. docs/results")
     _spark_args(sp)
+    sp = sub.add_parser("compare", help="what changed between two reproductions: verdict flips, values moved beyond "
+                                        "their intervals, claims only in one (exit 3 on a change)")
+    sp.add_argument("a", metavar="A", help="the reference: a reproduction directory or a paper's directory in one "
+                                           "(e.g. docs/results/<paper>)")
+    sp.add_argument("b", metavar="B", help="the reproduction compared with it (same kinds of directory)")
+    sp.add_argument("--changed", action="store_true", help="list only the claims that changed")
+    sp.add_argument("--json", action="store_true", help="one JSON document on stdout (shape: docs/cli.md)")
     sp = sub.add_parser("explore", help="random fault schedules and topology variants, checked; a failing case "
                                         "shrunk to a minimal topology file (docs/explore.md)")
     sp.add_argument("file", nargs="?", help="topology YAML file (omit with --resume)")
@@ -341,23 +353,51 @@ def _dispatch(args: argparse.Namespace) -> int:
         ui.plain(f"wiped {len(removed)} resources")
         return 0
     if args.cmd == "reproduce":
-        from testbed.experiments import reproduce
+        from testbed.experiments import papers, reproduce
+        from testbed.experiments import compare as cmp
         from testbed.experiments.grid import parse_points_filter
 
+        chosen = list(papers()) if args.protocol == "all" else [args.protocol]
+        if args.compare:  # a bad reference is said before the reproduction, not after it
+            cmp.side(args.compare, chosen)
         report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                            provider=args.provider, progress=ui.progress_line,
                            points=parse_points_filter(args.points), jobs=args.jobs)
+        published = []
+        if args.publish:
+            from testbed.experiments.publish import publish
+
+            published = [publish(args.out, p, args.publish) for p in chosen if (report.parent / p).is_dir()]
+        comparison = cmp.compare(args.compare, args.out, chosen) if args.compare else None
         if args.json:
             from testbed import jsonout
-            from testbed.experiments import papers
 
-            chosen = list(papers()) if args.protocol == "all" else [args.protocol]
             doc = jsonout.reproduce_doc(report, chosen)
+            if comparison is not None:
+                doc["compare"] = jsonout.compare_doc(comparison)
+            if published:
+                doc["published"] = [str(p) for p in published]
             ui.plain(jsonout.dumps(doc))
-            return 0 if doc["ok"] else 3
+            return 0 if doc["ok"] and not (comparison and comparison.changed) else 3
         ui.plain(f"report: {report}")
         ui.plain(f"page: {report.parent / 'index.html'}")
+        for p in published:
+            ui.plain(f"published: {p}")
+        if comparison is not None:
+            ui.plain(cmp.table(comparison))
+            return 3 if comparison.changed else 0
         return 0
+    if args.cmd == "compare":
+        from testbed.experiments import compare as cmp
+
+        comparison = cmp.compare(args.a, args.b)
+        if args.json:
+            from testbed import jsonout
+
+            ui.plain(jsonout.dumps(jsonout.compare_doc(comparison)))
+        else:
+            ui.plain(cmp.table(comparison, changed_only=args.changed))
+        return 3 if comparison.changed else 0
     if args.cmd == "explore":
         from testbed.explore import explore
         from testbed.explore.ui import LiveExplore

@@ -94,7 +94,8 @@ def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
         for c in r.get("claims", []):
             verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
         docs.append({"paper": r.get("paper", name), "title": r.get("title"), "scale": r.get("scale"),
-                     "figures": r.get("figures"), "timings": r.get("timings"), "stats": r.get("stats"),
+                     "figures": r.get("figures"), "stamp": r.get("stamp"), "timings": r.get("timings"),
+                     "stats": r.get("stats"),
                      "summary": summary(r.get("claims", [])),
                      "verdicts": verdicts, "claims": r.get("claims", []), "checks": r.get("checks"),
                      "result": str(f)})
@@ -104,5 +105,13 @@ def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
             "ok": not any(d["verdicts"].get("fail", 0) for d in docs), "papers": docs}
 
 
-__all__ = ["strict", "dumps", "validate_doc", "up_doc", "run_entry", "run_doc", "reproduce_doc",
+def compare_doc(comparison) -> dict[str, Any]:
+    """``testbed compare --json`` (and ``reproduce --compare``'s ``compare``): every claim of either
+    side with its verdict and interval in A and B, its status, and the counts."""
+    from testbed.experiments.compare import document
+
+    return {"schema": SCHEMA_VERSION, **document(comparison)}
+
+
+__all__ = ["strict", "compare_doc", "dumps", "validate_doc", "up_doc", "run_entry", "run_doc", "reproduce_doc",
            "SCHEMA_VERSION"]

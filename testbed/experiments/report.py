@@ -2,7 +2,9 @@
 
 Per paper and figure: our figure (with the paper's stated values drawn on it as markers labelled
 "paper"), the paper's statements, every claim (paper value, measured mean ± spread over the
-seeds, tolerance, verdict), then the history checks, the runs used and the time taken.
+seeds, tolerance, verdict), then the history checks, the runs used and the time taken. The head
+says what each paper's results come from: its stamp (code version, git commit, machine, load
+during the runs, wall time, scale, date; ``testbed.experiments.stamp``).
 The HTML page is one self-contained file (figures embedded as data URIs): it opens from disk.
 """
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from testbed.experiments.claims import (BY_CONSTRUCTION, FAIL, INFO, INSUFFICIENT, NO_DATA, PASS, add_summaries,
                                         summary)
+from testbed.experiments.stamp import stamp_line
 
 VERDICT_TEXT = {PASS: "pass", FAIL: "**FAIL**", INFO: "info", INSUFFICIENT: "**insufficient**",
                 NO_DATA: "**no data**", BY_CONSTRUCTION: "by construction"}
@@ -123,11 +126,14 @@ def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return list(by.values())
 
 
-def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> str:
-    """One paper's section (``link_prefix``: path from the markdown file to ``<out>/<paper>/``)."""
+def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1, runs: bool = True) -> str:
+    """One paper's section (``link_prefix``: path from the markdown file to ``<out>/<paper>/``;
+    ``runs=False``: the runs are counted, not listed (a published reference ships without them))."""
     h = "#" * level
     claims = r.get("claims") or []
     L = [f"{h} {r['title']} (`{r['paper']}`, scale `{r['scale']}`)", ""]
+    if level == 1:  # a page of its own (report.md, a published REPORT.md): the stamp at its head
+        L += [f"Stamp: {stamp_line(r.get('stamp'))}.", ""]
     t = r.get("timings") or {}
     st = r.get("stats") or {}
     L.append(f"Figures {', '.join(map(str, r['figures']))}. Claims: {summary_line(paper_summary(r))}. "
@@ -184,6 +190,10 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1) -> 
     if numbers:
         L += ["", f"{h}# Numbers", "", "```json", json.dumps(numbers, indent=1, default=str), "```"]
     L += ["", f"{h}# Runs used", ""]
+    if not runs:
+        made = [x for x in r.get("runs") or [] if x.get("run")]
+        return "\n".join(L + [f"{len(r.get('runs') or [])} entries ({len(made)} runs, the rest computed); the runs "
+                                "are not shipped with this page (reproduce the paper to have them)."]) + "\n"
     for x in r.get("runs") or []:
         L.append(f"- `{x['name']}`: {x.get('run') or 'computed'}{' (reused)' if x.get('reused') else ''}")
     return "\n".join(L) + "\n"
@@ -194,16 +204,44 @@ def coverage_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     took (a page may mix an hour-old reproduction of one paper with a fresh one of another)."""
     return [{"paper": r["paper"], "scale": r.get("scale"), "figures": r.get("figures") or [],
              "reproduced": r.get("created") or "unknown", "wall_s": (r.get("timings") or {}).get("total_s"),
-             "points_filter": r.get("points_filter") or {}} for r in results]
+             "points_filter": r.get("points_filter") or {}, "stamp": r.get("stamp")} for r in results]
+
+
+def _stamp_cells(s: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(code version, commit, load during the runs) of a stamp, for the coverage table."""
+    if not s:
+        return "-", "-", "-"
+    g = s.get("git") or {}
+    commit = (g.get("commit") or "-")[:12] + (" +changes" if g.get("dirty") else "")
+    ld = s.get("load") or {}
+    cores = (s.get("machine") or {}).get("cores")
+    load = (f"{ld['load_1m_max']:.2f} max, {ld['load_1m_mean']:.2f} mean ({ld['runs']} runs, {cores} cores)"
+            if ld.get("runs") and ld.get("load_1m_max") is not None else "no runs")
+    return str(s.get("code_version") or "-"), commit, load
+
+
+def machine_lines(results: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct machine the papers were reproduced on, with the papers."""
+    by: dict[str, list[str]] = {}
+    for r in results:
+        m = (r.get("stamp") or {}).get("machine")
+        if m:
+            key = (f"{m.get('cores')} cores, {m.get('memory_gib')} GiB, {m.get('cpu')}, {m.get('os')}, "
+                   f"Python {m.get('python')}, Java {m.get('java') or '-'}, Spark {m.get('spark') or '-'}")
+            by.setdefault(key, []).append(r["paper"])
+    return [f"{k} ({', '.join(v)})" for k, v in by.items()]
 
 
 def _coverage_md(results: list[dict[str, Any]]) -> list[str]:
-    L = ["| paper | scale | figures | reproduced (UTC) | wall time |", "|---|---|---|---|---|"]
+    L = ["| paper | scale | figures | reproduced (UTC) | wall time | code version | git commit | "
+         "1-min load during the runs |", "|---|---|---|---|---|---|---|---|"]
     for c in coverage_rows(results):
         flt = f" (points {json.dumps(c['points_filter'])})" if c["points_filter"] else ""
         wall = f"{c['wall_s']:.0f} s" if isinstance(c["wall_s"], (int, float)) else "-"
+        code, commit, load = _stamp_cells(c["stamp"])
         L.append(f"| {c['paper']} | {c['scale']} | {', '.join(map(str, c['figures']))}{_cell(flt)} | "
-                 f"{c['reproduced']} | {wall} |")
+                 f"{c['reproduced']} | {wall} | {code} | {commit} | {load} |")
+    L += [""] + [f"Machine: {x}." for x in machine_lines(results)]
     return L + ["", "Paths are relative to this directory.", ""]
 
 
@@ -346,10 +384,13 @@ def _coverage_html(results: list[dict[str, Any]]) -> str:
         f"<tr><td>{e(c['paper'])}</td><td>{e(str(c['scale']))}</td><td>{e(', '.join(map(str, c['figures'])))}"
         + (f" (points {e(json.dumps(c['points_filter']))})" if c["points_filter"] else "")
         + f"</td><td>{e(c['reproduced'])}</td><td>"
-        + (f"{c['wall_s']:.0f} s" if isinstance(c["wall_s"], (int, float)) else "-") + "</td></tr>"
+        + (f"{c['wall_s']:.0f} s" if isinstance(c["wall_s"], (int, float)) else "-") + "</td>"
+        + "".join(f"<td>{e(x)}</td>" for x in _stamp_cells(c["stamp"])) + "</tr>"
         for c in coverage_rows(results))
+    machines = "".join(f"<p>Machine: {e(x)}.</p>" for x in machine_lines(results))
     return ("<p>This page covers:</p><table class='coverage'><tr><th>paper</th><th>scale</th><th>figures</th>"
-            f"<th>reproduced (UTC)</th><th>wall time</th></tr>{rows}</table>"
+            "<th>reproduced (UTC)</th><th>wall time</th><th>code version</th><th>git commit</th>"
+            f"<th>1-min load during the runs</th></tr>{rows}</table>{machines}"
             "<p><small>Paths are relative to this page's directory.</small></p>")
 
 

@@ -5,7 +5,8 @@ the run index has, runs the rest one by one with a progress line per run (figure
 ETA), then hands the finished runs to the paper's ``analyze(ctx)``. ``analyze`` reads run
 directories only (through ``testbed.analysis``) and records figures, claims, checks and numbers
 in the :class:`Context`; the runner writes them to ``<out>/<paper>/`` (``result.json``,
-``claims.json``, ``checks.json``, ``report.md``).
+``claims.json``, ``checks.json``, ``report.md``), each paper's results stamped with the code, the
+machine, the load and the wall time (:mod:`testbed.experiments.stamp`).
 """
 
 from __future__ import annotations
@@ -631,6 +632,9 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     out = Path(out_dir) / paper.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    from testbed.experiments import stamp as stamps
+
+    load_start = stamps.load_now()
     session: dict[str, Any] = {}  # one Spark session for the runs' analyses and the paper's
     try:
         entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
@@ -650,10 +654,17 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     evidence = figure_evidence(ctx, entries)
     timings = {"runs_s": round(t1 - t0, 1), "analysis_s": round(time.monotonic() - t1, 1),
                "total_s": round(time.monotonic() - t0, 1)}
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    index = RunIndex(out / f"index-{scale}.json")
+    used = [index.get(e.key) or {} for es in entries.values() for e in es]
+    runs = [e.run for es in entries.values() for e in es if e.run is not None]
+    stamp = stamps.stamp(scale=scale, figures=figs, wall_s=timings["total_s"], load_runs=load_evidence(runs),
+                         load_start=load_start, runs_elapsed_s=sum(float(u.get("elapsed_s") or 0) for u in used),
+                         provider=provider, jobs=stats.get("jobs"), points_filter=points, date=created)
     result = {
-        "paper": paper.name, "title": paper.title, "scale": scale, "figures": figs,
+        "paper": paper.name, "title": paper.title, "scale": scale, "figures": figs, "stamp": stamp,
         "points_filter": points or {}, "notes": paper.notes,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created": created,
         "timings": timings, "stats": stats,
         "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
                          "image": ctx.figures.get(f.number), "more_images": ctx.figure_parts.get(f.number, []),
@@ -673,7 +684,7 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
     # directory (where REPORT.md is), so a reproduction moved or shipped with its runs still reads
     result = relative_paths(_json(result), Path(out_dir))
     (out / "result.json").write_text(json.dumps(_json(result), indent=1, default=str))
-    (out / "claims.json").write_text(json.dumps(_json(result["claims"]), indent=1))
+    (out / "claims.json").write_text(json.dumps(_json(stamps.claims_document(result)), indent=1))
     (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))
     (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
     progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "

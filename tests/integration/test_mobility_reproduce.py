@@ -51,8 +51,7 @@ def test_fig8_claims_are_judged_over_three_seeds(reproduced):
     from testbed.protocols.mobility.experiments import claims_8
 
     out = reproduced["out"]
-    claims = json.loads((out / "claims.json").read_text())
-    claims = claims if isinstance(claims, list) else claims["claims"]
+    claims = json.loads((out / "claims.json").read_text())["claims"]
     assert {c["figure"] for c in claims} == {8}
     # the same claims as the paper module makes (names from a run on no data)
     from testbed.protocols.mobility.experiments import Rows

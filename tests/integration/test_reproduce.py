@@ -106,7 +106,12 @@ def test_report_has_figures_claims_checks_and_runs(tiny):
     assert "more deliveries at the higher rate" in md and "(n=3)" in md
     assert re.search(r"\| a number set by hardware \| information \| 80 \| .* \| info", md)
     assert "| delivered | 6/6 | 0 | - |" in md
-    claims = json.loads((out / "tiny" / "claims.json").read_text())
+    doc = json.loads((out / "tiny" / "claims.json").read_text())
+    claims = doc["claims"]  # the stamped claims document: what made these results, beside them
+    assert (doc["paper"], doc["scale"], doc["figures"], doc["stamp"]["scale"]) == ("tiny", "quick", [1], "quick")
+    assert doc["stamp"]["load"]["runs"] == POINTS and doc["stamp"]["machine"]["cores"] >= 1
+    assert doc["stamp"]["code_version"] and doc["stamp"]["wall_s"] > 0
+    assert "Stamp: scale quick" in (out / "tiny" / "report.md").read_text()
     assert {c["kind"] for c in claims} == {"comparison", "value", "information"}
     assert next(c for c in claims if c["kind"] == "comparison")["verdict"] == "pass"
     page = (out / "index.html").read_text()

@@ -33,7 +33,7 @@ def test_fig5_stx_point_in_containers(engine, tmp_path, monkeypatch):
         ends = [json.loads(x) for x in (run / "logs" / "e.jsonl").read_text().splitlines() if '"tx_end"' in x]
         assert ends and {e["outcome"] for e in ends} == {"committed"}
         assert labeled(engine, m["run_id"]) == []  # torn down: no container, network or volume left
-    by = {c["sentence"]: c for c in json.loads((out / "claims.json").read_text())}
+    by = {c["sentence"]: c for c in json.loads((out / "claims.json").read_text())["claims"]}
     assert by["S-TX throughput about 20 tx/s"]["measured"]["n"] == 3
     checks = json.loads((out / "checks.json").read_text())
     # P1-P5 over the figure's runs: a row of the checks table (a check of the runs, not a claim: #28)

@@ -27,7 +27,7 @@ def test_reproduce_fig5_on_one_approach(tmp_path):
     p = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     out = tmp_path / "out" / "transactions"
-    claims = json.loads((out / "claims.json").read_text())
+    claims = json.loads((out / "claims.json").read_text())["claims"]
     by = {c["sentence"]: c for c in claims}
     assert {c["figure"] for c in claims} == {5}
     assert all(c["verdict"] in ("pass", "fail", "info", "insufficient", "no data", "by construction") for c in claims)
