@@ -20,8 +20,8 @@ each round and the median. ``--base DIR`` (a checkout of the code before a chang
 ``git archive main | tar -x -C DIR``) runs the same measurements with the node processes
 importing ``testbed`` from DIR (``PYTHONPATH``), alternated with this checkout's in every
 round: before and after in one command. ``--profile DIR`` samples each node process with py-spy
-(``pip install py-spy``) during the workload and prints the broker's top functions by own
-time and by inclusive time (raw stacks in DIR/<node>.txt).
+(``pip install py-spy``) during the workload and prints each one's top functions by own
+time and by inclusive time (raw stacks in DIR/<this|base>/<node>.txt, the last round's).
 Prints the numbers and writes benchmarks/results/hop.json.
 """
 
@@ -186,6 +186,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "hop.json"))
     a = ap.parse_args()
     codes = {"this": None}
+    # the node processes run `python -m testbed.nodes`, which imports from the working directory
+    # first: away from any checkout, so PYTHONPATH decides which code they run
+    a.out = os.path.abspath(a.out)
+    a.profile = os.path.abspath(a.profile) if a.profile else None
+    os.chdir(tempfile.gettempdir())
     if a.base:
         base = str(Path(a.base).resolve())
         if not (Path(base) / "testbed" / "__init__.py").exists():
@@ -195,7 +200,8 @@ def main() -> int:
     for i in range(a.rounds):
         r: dict = {}
         for code, env in (codes.items() if i % 2 == 0 else reversed(codes.items())):
-            c = r[code] = {"hop": run(a.seconds, a.rate, a.size, a.subs, a.profile if code == "this" else None, env)}
+            prof = os.path.join(a.profile, code) if a.profile else None
+            c = r[code] = {"hop": run(a.seconds, a.rate, a.size, a.subs, prof, env)}
             if a.bare:
                 import bench_link  # the transport section of the link benchmark, unchanged
                 with tempfile.TemporaryDirectory(prefix="bench-hop-bare-") as wd:
@@ -226,8 +232,9 @@ def main() -> int:
     res["cpus"] = os.cpu_count()
     res["python"] = sys.version.split()[0]
     if a.profile:
-        res["profile"] = {n: summarize_profile(os.path.join(a.profile, f"{n}.txt")) for n in ("b1", "pubs", "subs")
-                          if os.path.exists(os.path.join(a.profile, f"{n}.txt"))}
+        res["profile"] = {f"{n} ({code})": summarize_profile(os.path.join(a.profile, code, f"{n}.txt"))
+                          for code in codes for n in ("b1", "pubs", "subs")
+                          if os.path.exists(os.path.join(a.profile, code, f"{n}.txt"))}
     for k, v in res.items():
         if k not in ("rounds", "profile"):
             print(f"{k:28s} {v}")
