@@ -1,7 +1,7 @@
 """Analysis benchmark: analyze() wall time per phase on synthetic run directories of growing size.
 
     .venv/bin/python benchmarks/bench_analysis.py [--rates 5 50 200 1500] [--duration 60] [--subscribers 8]
-                                                 [--batch 8]
+                                                 [--batch 8] [--plain]
 
 Each size is one synthetic pub/sub run (testbed.testing.synthetic: 2 publishers,
 ``--subscribers`` STOCK subscribers + 1 narrower one, a 2 s stall) analysed end to end
@@ -9,7 +9,9 @@ with one local[2] SparkSession shared by all sizes (its start-up is timed separa
 Also measured: re-analysis of the smallest run (its stored Parquet reused, no JSON parse),
 the cost slope (seconds per million events, least squares over the sizes) and, with
 ``--batch N``, N small runs analysed in the one session (``api.analyze_runs``): the fixed
-cost per run. The machine's load average is recorded with the numbers.
+cost per run. ``--plain``: a plain single-process Python pass of four checks over the same logs
+right after each size's Spark analysis (``testbed.testing.plain_checks``): the ratio measured in
+one run. The machine's load average is recorded with the numbers.
 Prints the numbers and writes benchmarks/results/analysis.json.
 """
 
@@ -44,6 +46,9 @@ def main() -> None:
                                                   "(same rate, duration, subscribers): no regeneration")
     ap.add_argument("--java-opts", default="", help="driver JVM options, e.g. -XX:TieredStopAtLevel=4 (C2 JIT, "
                                                      "what `testbed analyze` uses for logs over 256 MB)")
+    ap.add_argument("--plain", action="store_true",
+                    help="also run a plain single-process Python pass of four checks (testbed.testing.plain_checks) "
+                         "over the same logs right after Spark's analysis of each size: the ratio in one run (#33)")
     ap.add_argument("--out", default="analysis.json", help="result file name under benchmarks/results/")
     args = ap.parse_args()
 
@@ -97,6 +102,22 @@ def main() -> None:
                    "load_average_after": [round(x, 2) for x in os.getloadavg()],
                    "checks_passed": sum(c.passed for c in res.checks), "checks": len(res.checks),
                    "verdicts": {c.name: [c.passed, c.violations, c.attributed] for c in res.checks}}
+            if args.plain:
+                from testbed.testing.plain_checks import run_checks
+
+                t, c0 = time.monotonic(), time.process_time()
+                plain = run_checks(syn.path)
+                plain_s = time.monotonic() - t
+                row["plain"] = {"s": round(plain_s, 2), "cpu_s": round(time.process_time() - c0, 2),
+                                "events_per_s": round(plain.events / plain_s), "events": plain.events,
+                                "violations": plain.violations, "attributed": plain.attributed,
+                                "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+                # > 1: Spark's whole analysis (ingest, checks, metrics, figures) took less wall time
+                # than the plain pass's four checks
+                row["plain_s_over_spark_s"] = round(plain_s / total, 3)
+                print(f"{'':>8} plain Python pass (four checks): {plain_s:6.2f} s ({row['plain']['events_per_s']} "
+                      f"events/s), violations {plain.violations}, attributed {plain.attributed}; "
+                      f"plain / Spark wall {row['plain_s_over_spark_s']}", flush=True)
             if i == 0:  # re-analysis of an unchanged run: the stored Parquet is reused
                 phases = {}
                 cpu.clear()

@@ -47,6 +47,13 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, max(0, int(round(p / 100 * len(xs))) - 1))]
 
 
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a live process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 NICE = 0  # --nice: scheduling priority of the benchmark's node processes
 
 
@@ -64,14 +71,16 @@ def run_pair(workdir: str, *, link: dict, params_a: dict, duration: float, env: 
         a.call("send", dst="b", n=1)  # connect first
         wait_for(lambda: b.call("received")["recv"].get("a/ping", 0) >= 1)
         t0 = time.time_ns() + 300_000_000
+        cpu0 = {n: proc_cpu_s(p.proc.pid) for n, p in ps.items()}
         a.call("start", t0_wall_ns=t0, duration_s=duration)
         wait_for(lambda: a.call("status")["workload"] == "done", timeout=duration + 30)
         time.sleep(0.5)
         st_a = a.call("status")
         rec_b = b.call("received")
+        cpu = {n: round(proc_cpu_s(p.proc.pid) - cpu0[n], 3) for n, p in ps.items()}
         a.stop()
         b.stop()
-        return {"status_a": st_a, "received_b": rec_b, "log_a": cfgs["a"]["log_path"],
+        return {"status_a": st_a, "received_b": rec_b, "cpu_s": cpu, "log_a": cfgs["a"]["log_path"],
                 "log_b": cfgs["b"]["log_path"], "t0": t0}
     finally:
         for p in ps.values():
@@ -103,16 +112,17 @@ def bench_link(workdir: str, duration: float, rate: float, *, reorder: bool = Tr
     }
 
 
-def bench_throughput(workdir: str, duration: float) -> dict:
+def bench_throughput(workdir: str, duration: float, env: dict | None = None) -> dict:
     r = run_pair(workdir, link={}, params_a={"targets": ["b"], "rate_per_s": 0, "log_each": False, "size": 64},
-                 duration=duration)
+                 duration=duration, env=env)
     rb = r["received_b"]
     n = rb["recv"].get("a/ping", 0) - 1
     span = (rb["last_recv_ns"] - rb["first_recv_ns"]) / 1e9
     st = r["status_a"]
     return {"payload_pad_bytes": 64, "received": n, "recv_span_s": round(span, 3),
             "msgs_per_s": round(n / span) if span > 0 else None,
-            "sender_counters": st["counters"], "sender_drops": st["drops"]}
+            "sender_counters": st["counters"], "sender_drops": st["drops"], "cpu_s": r["cpu_s"],
+            "cpu_us_per_msg": round(1e6 * sum(r["cpu_s"].values()) / n, 2) if n > 0 else None}
 
 
 BASELINE = r"""

@@ -149,7 +149,7 @@ def _write_run_files(run: RunDir, plan, topo_path: str, set_vars: dict[str, Any]
         (run.path / "topology.rendered.yaml").write_text(rendered)
     except TestbedError:
         pass
-    run.write("plan.json", plan.to_dict())
+    run.write("plan.json", plan.to_dict(), indent=None)  # one line: n^2 links (docs/benchmarks.md, bring-up)
     run.write("manifest.json", {
         "run_id": run.run_id,
         "name": plan.name,

@@ -58,15 +58,18 @@ def run_secret(run: Any, create: bool = False) -> bytes:
 
 
 def write_private_json(path: Path | str, data: Any) -> None:
-    """Write a JSON file readable by its owner only (0600), atomically: node configs hold the secret."""
+    """Write a JSON file readable by its owner only (0600), atomically: node configs hold the secret.
+
+    One line of JSON (the C encoder; ``indent`` would take the pure-Python one, most of writing
+    a 100-node run's configs), and no fsync: a reader sees the old file or the whole new one
+    (the rename), and a config is rewritten by every ``up`` (nothing to keep across a power cut)."""
     path = Path(path)
+    text = json.dumps(data, default=str)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         os.fchmod(f.fileno(), 0o600)
-        json.dump(data, f, indent=1, default=str)
-        f.flush()
-        os.fsync(f.fileno())
+        f.write(text)
     os.replace(tmp, path)
 
 

@@ -19,6 +19,17 @@ def directory(plan: Plan) -> dict[str, dict[str, Any]]:
     }
 
 
+class PlanParts:
+    """What every node's config takes from the whole plan, computed once for a provider's loop
+    over the nodes (``render_node_config(..., parts=PlanParts(plan))``): the directory and each
+    process's egress links. Without it each config recomputes them, a pass over all links per node."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.directory = directory(plan)
+        self.egress = plan.egress_all()
+
+
 def render_node_config(
     plan: Plan,
     run_id: str,
@@ -31,12 +42,16 @@ def render_node_config(
     log_path: str,
     state_dir: str,
     secret: bytes,
+    parts: PlanParts | None = None,
 ) -> dict[str, Any]:
     """The config of one process. Addresses are the provider's; everything else is the plan's.
 
     ``secret`` is the run's (``testbed.providers.control.run_secret``): the config holds it, so
     providers write configs mode 0600 (``write_private_json``) and never print them."""
+    if parts is None or parts.plan is not plan:
+        parts = None
     n = plan.nodes[node]
+    egress = parts.egress[node] if parts is not None else plan.egress(node)
     clients = None
     if n.clients is not None:
         clients = asdict(n.clients)
@@ -55,11 +70,13 @@ def render_node_config(
         "listen": list(listen),
         "control": list(control),
         "peers": {k: list(v) for k, v in peers.items() if k != node},
-        "links": {dst: spec.to_dict() for dst, spec in plan.egress(node).items()},
+        "links": {dst: spec.to_dict() for dst, spec in egress.items()},
         "service": n.service,
         "emulation": emulation,
         "clients": clients,
-        "directory": directory(plan),
+        # one dict for every config of the plan when parts are given (the configs are written as
+        # JSON and never changed in place)
+        "directory": parts.directory if parts is not None else directory(plan),
         "params": plan.params,
         "placement": plan.placement,
         "seed": plan.node_seed(node),

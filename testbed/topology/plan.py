@@ -41,7 +41,10 @@ class LinkSpec:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # asdict's result, built directly: every field is a scalar, and a 100-process plan has
+        # 9,900 links (asdict's recursive copy was most of writing plan.json and the configs)
+        return {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "distribution": self.distribution,
+                "loss": self.loss, "rate_bps": self.rate_bps, "reorder": self.reorder, "up": self.up}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LinkSpec":
@@ -176,6 +179,16 @@ class Plan:
         """Every destination's LinkSpec for one source process."""
         prefix = f"{src}->"
         return {k[len(prefix):]: v for k, v in self.links.items() if k.startswith(prefix)}
+
+    def egress_all(self) -> dict[str, dict[str, LinkSpec]]:
+        """``{src: egress(src)}`` for every process, in one pass over the links (``egress`` per
+        process is a pass each: quadratic in the processes)."""
+        out: dict[str, dict[str, LinkSpec]] = {n: {} for n in self.nodes}
+        for k, v in self.links.items():
+            src, sep, dst = k.partition("->")
+            if sep and src in out:
+                out[src][dst] = v
+        return out
 
     def node_seed(self, node: str) -> int:
         """A per-node seed derived from the plan seed (stable across Python runs)."""

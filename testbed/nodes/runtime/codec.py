@@ -7,6 +7,7 @@ message dict into a complete frame and a payload back into a dict.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgpack
@@ -17,6 +18,10 @@ __all__ = ["encode", "decode", "frame", "MAX_FRAME", "FrameError", "FrameTooLarg
 
 _packer_pack = msgpack.Packer(use_bin_type=True).pack
 _unpackb = msgpack.unpackb
+
+
+#: msgpack's unpackb with the codec's options: any value (:func:`decode` checks for a map)
+unpackb = functools.partial(_unpackb, raw=False, strict_map_key=False)
 
 
 def encode(msg: dict[str, Any]) -> bytes:

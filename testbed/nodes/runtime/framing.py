@@ -42,25 +42,37 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+            src = bytes(buf)  # one copy; the payloads are slices of it (one copy each)
+        else:  # nothing held back (the common case): slice what the socket gave
+            src = data if type(data) is bytes else bytes(data)
         out: list[bytes] = []
         pos = 0
-        end = len(buf)
+        end = len(src)
         unpack_from = HEADER.unpack_from
         max_frame = self.max_frame
         while end - pos >= HEADER_SIZE:
-            (n,) = unpack_from(buf, pos)
+            (n,) = unpack_from(src, pos)
             if n > max_frame:
-                # Leave the buffer as is: the stream cannot be resynchronised.
+                # Keep everything fed: the stream cannot be resynchronised.
+                if not buf:
+                    buf += src
                 raise FrameTooLarge(
                     f"incoming frame of {n} bytes exceeds the maximum frame size of {max_frame} bytes")
             stop = pos + HEADER_SIZE + n
             if stop > end:
                 break
-            out.append(bytes(buf[pos + HEADER_SIZE:stop]))
+            out.append(src[pos + HEADER_SIZE:stop])
             pos = stop
-        if pos:
-            del buf[:pos]
+        if pos == end:
+            if buf:
+                buf.clear()
+        elif buf:
+            if pos:
+                del buf[:pos]
+        else:
+            buf += src[pos:] if pos else src
         return out
 
     @property

@@ -172,20 +172,34 @@ def sample_delay_s(spec: LinkSpec, rng: random.Random) -> float:
 
 
 class LinkState:
-    """The pure per-link decisions: loss, departure clock, delay, FIFO. Time in seconds."""
+    """The pure per-link decisions: loss, departure clock, delay, FIFO. Time in seconds.
 
-    __slots__ = ("peer", "spec", "userspace", "free_at", "last_due")
+    ``plain`` is true while the spec emulates nothing (no loss, rate, delay or jitter, or
+    ``userspace`` off): then :meth:`admit` hands out ``max(now, last_due)`` and draws nothing,
+    which lets :meth:`Egress.send` pass a frame on without calling it."""
+
+    __slots__ = ("peer", "_spec", "userspace", "free_at", "last_due", "plain")
 
     def __init__(self, peer: str, spec: LinkSpec, userspace: bool = True) -> None:
         self.peer = peer
-        self.spec = spec
         self.userspace = userspace
+        self.spec = spec
         self.free_at = 0.0  # departure clock: when the emulated wire is free again
         self.last_due = 0.0  # the latest due time handed out (FIFO floor)
 
+    @property
+    def spec(self) -> LinkSpec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: LinkSpec) -> None:
+        self._spec = spec
+        self.plain = not self.userspace or (spec.loss <= 0.0 and not spec.rate_bps
+                                            and spec.delay_ms <= 0.0 and spec.jitter_ms <= 0.0)
+
     def admit(self, now: float, size: int, rng: random.Random) -> float | None:
         """The due time of a frame of ``size`` bytes sent at ``now``, or None if it is lost."""
-        spec = self.spec
+        spec = self._spec
         if not self.userspace:
             due = now
         else:
@@ -254,6 +268,7 @@ class ErrorHistogram:
     BIN_US = 10
     LO_US = -2000
     HI_US = 50000
+    ZERO_BIN = (0 - LO_US) // BIN_US  # where an error of exactly 0 falls
 
     def __init__(self) -> None:
         self.counts = [0] * ((self.HI_US - self.LO_US) // self.BIN_US + 1)
@@ -273,6 +288,13 @@ class ErrorHistogram:
         self.sum_us += us
         if us > self.max_us:
             self.max_us = us
+
+    def add_zero(self) -> None:
+        """``add(0.0)``, cheaper: a frame released exactly when due (a link that emulates nothing)."""
+        self.counts[self.ZERO_BIN] += 1
+        self.n += 1
+        if self.max_us < 0.0:
+            self.max_us = 0.0
 
     def merge(self, other: "ErrorHistogram") -> None:
         for i, c in enumerate(other.counts):
@@ -358,7 +380,14 @@ class Egress:
             return
         ln = self.links.get(peer) or self.link(peer)
         now = self.loop.time()
-        due = ln.state.admit(now, len(frame), self.rng)
+        st = ln.state
+        if st.plain and now >= st.last_due and not ln.heap and not self.stalled:
+            # what admit would do (due = now, nothing drawn) and release at once with error 0
+            st.last_due = now
+            ln.hist.add_zero()
+            self.deliver(peer, [frame])
+            return
+        due = st.admit(now, len(frame), self.rng)
         if due is None:
             self.on_drop(peer, "loss", 1)
             return

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
@@ -31,7 +32,7 @@ from testbed.providers.base import NodeStatus, Progress, Provider, process_statu
 from testbed.providers.control import Controls, run_secret, shutdown_nodes, write_private_json
 from testbed.providers.hostside import procs
 from testbed.providers.local import cgroups
-from testbed.render.node_config import render_node_config
+from testbed.render.node_config import PlanParts, render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, Plan
@@ -39,6 +40,7 @@ from testbed.topology.plan import Action, Plan
 NODE_MODULE = procs.NODE_MODULE
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
+SPAWN_THREADS = 8  # processes started at once by `up`
 
 
 #: Ports handed out by free_ports() on this machine and when: not handed out again for
@@ -202,12 +204,13 @@ class LocalProvider(Provider):
         emulation = "userspace"  # the kernel path is for real hosts (ansible/docker with sch_netem)
         peers = {n: ep.data for n, ep in endpoints.items()}
         secret = run_secret(run, create=True)
+        parts = PlanParts(plan)
         for n in names:
             (run.node_state_dir(n)).mkdir(parents=True, exist_ok=True)
             cfg = render_node_config(
                 plan, run.run_id, n, listen=endpoints[n].data, control=endpoints[n].control, peers=peers,
                 emulation=emulation, log_path=str(run.logs_dir / f"{n}.jsonl"),
-                state_dir=str(run.node_state_dir(n)), secret=secret,
+                state_dir=str(run.node_state_dir(n)), secret=secret, parts=parts,
             )
             write_private_json(run.configs_dir / f"{n}.json", cfg)
         deployment = Deployment(run.run_id, self.name, emulation, endpoints)
@@ -216,11 +219,23 @@ class LocalProvider(Provider):
                  "cgroups": groups}
         run.save_state(state)
         progress(f"starting {len(names)} processes")
-        for n in names:
-            pid = self._spawn(run, n, groups.get(n, []))
+        # A spawn waits for the child's exec (vfork: the calling thread is suspended until it
+        # execs, with the GIL released), which on a busy machine is a scheduling delay per
+        # process: SPAWN_THREADS at a time overlap those waits (docs/benchmarks.md, bring-up).
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=max(1, min(SPAWN_THREADS, len(names)))) as pool:
+            futures = {n: pool.submit(self._spawn, run, n, groups.get(n, [])) for n in names}
+        for n in names:  # the plan's order, whatever order they started in
+            try:
+                pid = futures[n].result()
+            except BaseException as e:  # noqa: BLE001 -- re-raised below, once the started ones are recorded
+                errors.append(e)
+                continue
             state["pids"][n] = pid
             endpoints[n].handle = str(pid)
-        run.save_state(state)
+        run.save_state(state)  # every started process is recorded before any error: `down` finds them
+        if errors:
+            raise errors[0]
         run.write("deployment.json", deployment.to_dict())
         controls = Controls(deployment, secret=secret)
         try:

@@ -83,3 +83,18 @@ def test_flush_interval_is_capped_at_100ms(tmp_path):
     log = EventLog(str(tmp_path / "n.jsonl"), "n", flush_ms=5000)
     assert log.flush_ms == 100
     log.close()
+
+
+def test_line_encoder_writes_what_json_dumps_writes():
+    """The hot path's encoder (the C encoder made once) against the plain JSONEncoder."""
+    from testbed.nodes.runtime.eventlog import _dumps, _encode_line
+    recs = [
+        {"t": 1795762137635041377, "m": 13146620758143, "node": "subs", "ev": "deliver", "client": "subs-0",
+         "pub_id": "pubs-0:1", "publisher": "pubs-0", "seq": 1, "pub_t": 17957621376350, "hops": 1},
+        {"ev": "publish", "attrs": {"class": "STOCK", "price": 12.345678901234567, "sym": "IBM"}, "size": 16},
+        {"f": [float("nan"), float("inf"), -float("inf"), -0.0, 1e300, 2**70, -(2**63)], "b": [True, False, None]},
+        {"u": "é ü \u2028 \x00 \"quoted\" \\ back\nslash", "nested": {"a": [1, {"b": (2, 3)}]}, "e": {}, "l": []},
+        {"raw": b"bytes", "set": {1}, "obj": object.__new__(type("X", (), {"__str__": lambda s: "X!"}))},
+    ]
+    for rec in recs:
+        assert _encode_line(rec) == _dumps(rec)

@@ -4,7 +4,7 @@ import msgpack
 import pytest
 
 from testbed.nodes.runtime import codec
-from testbed.nodes.runtime.framing import FrameDecoder, FrameError, FrameTooLarge, pack
+from testbed.nodes.runtime.framing import HEADER, FrameDecoder, FrameError, FrameTooLarge, pack
 
 
 def frames(*msgs):
@@ -83,3 +83,24 @@ def test_payload_that_is_not_a_map_or_not_msgpack():
 
 def test_int_map_keys_survive():
     assert codec.decode(codec.encode({"k": "x", "tbl": {1: "a", 2: "b"}})) == {"k": "x", "tbl": {1: "a", 2: "b"}}
+
+
+def test_bytearray_and_memoryview_input_give_bytes_payloads():
+    fr = codec.frame({"k": "x"})
+    for data in (bytearray(fr * 2), memoryview(fr * 2)):
+        got = FrameDecoder().feed(data)
+        assert len(got) == 2 and all(type(p) is bytes for p in got)
+
+
+def test_too_large_keeps_everything_fed_pending():
+    ok = codec.frame({"k": "x"})
+    bad = HEADER.pack(100) + b"z"
+    d = FrameDecoder(max_frame=50)
+    with pytest.raises(FrameTooLarge):
+        d.feed(ok + bad)
+    assert d.pending == len(ok) + len(bad)
+    d2 = FrameDecoder(max_frame=50)
+    assert d2.feed(ok[:3]) == []
+    with pytest.raises(FrameTooLarge):
+        d2.feed(ok[3:] + bad)
+    assert d2.pending == len(ok) + len(bad)

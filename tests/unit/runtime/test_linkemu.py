@@ -265,3 +265,59 @@ def test_loss_reported_as_drop():
     eg.set_link("b", LinkSpec(loss=1.0))
     eg.send("b", b"x")
     assert drops == [("b", "loss", 1)] and out == []
+
+
+def test_add_zero_is_add_of_zero():
+    a, b = ErrorHistogram(), ErrorHistogram()
+    for h in (a, b):
+        h.add(-0.0005)
+    a.add(0.0)
+    b.add_zero()
+    assert (a.counts, a.n, a.sum_us, a.max_us) == (b.counts, b.n, b.sum_us, b.max_us)
+    c, d = ErrorHistogram(), ErrorHistogram()
+    c.add(0.0)
+    d.add_zero()
+    assert (c.counts, c.n, c.sum_us, c.max_us, c.summary()) == (d.counts, d.n, d.sum_us, d.max_us, d.summary())
+
+
+def test_plain_follows_the_spec():
+    st = LinkState("b", LinkSpec())
+    assert st.plain
+    for spec in (LinkSpec(delay_ms=1), LinkSpec(jitter_ms=1), LinkSpec(loss=0.1), LinkSpec(rate_bps=1000)):
+        st.spec = spec
+        assert not st.plain, spec
+        assert st.spec is spec
+    st.spec = LinkSpec(reorder=True, distribution="pareto")
+    assert st.plain
+    assert LinkState("b", LinkSpec(delay_ms=5), userspace=False).plain  # kernel mode emulates nothing here
+
+
+def test_egress_plain_link_fast_path_keeps_fifo_behind_earlier_delayed_frames():
+    """A link made plain while delayed frames are queued (or due later) does not pass them:
+    the fast path is taken only when admit would give due = now with nothing queued."""
+    loop, eg, out, _ = make_egress()
+    eg.set_link("b", LinkSpec(delay_ms=10))
+    eg.send("b", b"slow")
+    eg.set_link("b", LinkSpec())
+    loop.advance(0.001)
+    eg.send("b", b"after")  # FIFO: due at the slow frame's due time, not now
+    assert out == []
+    loop.advance(0.02)  # absolute times
+    assert [(f, round(t, 6)) for _, f, t in out] == [(b"slow", 0.01), (b"after", 0.01)]
+    loop.advance(0.021)
+    eg.send("b", b"now")  # plain, nothing queued, past the last due: immediate
+    assert out[-1] == ("b", b"now", loop.now)
+    s = eg.sched_summary()["links"]["b"]
+    assert s["n"] == 3 and s["max_us"] >= 0.0
+
+
+def test_egress_plain_link_counts_every_frame_in_the_histogram():
+    loop, eg, out, _ = make_egress()
+    for i in range(5):
+        eg.send("c", b"%d" % i)
+        loop.advance(0.001 * (i + 1))
+    ref = ErrorHistogram()
+    for _ in range(5):
+        ref.add(0.0)
+    assert eg.sched_summary()["links"]["c"] == ref.summary()
+    assert [f for _, f, _ in out] == [b"0", b"1", b"2", b"3", b"4"]

@@ -226,14 +226,15 @@ class Broker(Node):
         msg["h"] = msg.get("h", 0) + 1
         return hops
 
-    def forward_pub(self, hops: set[str], msg: dict[str, Any]) -> list[str]:
+    def forward_pub(self, hops: set[str], msg: dict[str, Any]) -> list[str] | tuple[()]:
         """Send a publication to the neighbours and the local client processes among ``hops``
         (one frame per process, naming its clients); returns the hops that are neither (a
-        subclass's own kinds of hop), in no particular order."""
+        subclass's own kinds of hop), in no particular order: a list, or ``()`` when there
+        are none (the common case allocates nothing)."""
         nset = self._nset
         send = self.rt.send
         local: dict[str, list[str]] | None = None
-        rest: list[str] = []
+        rest: list[str] | None = None
         client_of = self._client_of
         for h in hops:
             if h in nset:
@@ -242,7 +243,10 @@ class Broker(Node):
                 continue
             pc = client_of.get(h)
             if pc is None:
-                rest.append(h)
+                if rest is None:
+                    rest = [h]
+                else:
+                    rest.append(h)
                 continue
             proc, cid = pc
             if local is None:
@@ -257,5 +261,5 @@ class Broker(Node):
                 msg["to"] = cids
                 send(proc, msg)
                 self._deliver_out += len(cids)
-        return rest
+        return () if rest is None else rest
 
