@@ -26,30 +26,9 @@ from pathlib import Path
 
 def sim_run(seed: int, variant: str, crash: bool, duration_s: float):
     """The topology of ``seed`` on the in-memory runtime: its logs."""
-    from testbed.protocols.transactions.analysis.randomized import THINK_S, adjacency, draw
-    from tests.unit.pubsub.harness import Sim
-    from tests.unit.transactions.harness import scenario
+    from tests.unit.transactions.harness import run_random
 
-    d = draw(seed, crash)
-    cfgs = scenario(variant, brokers=adjacency(d), attach=d["attach"], instances=d["instances"],
-                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0, think=THINK_S,
-                    conflict=variant != "blwait")
-    for c in cfgs.values():
-        c["seed"] = seed
-    sim = Sim(cfgs, delay_ms=5.0)
-    sim.start()
-    sim.run_for(1.0)
-    sim.start_workload(0.0, duration_s)
-    c = d["crash"]
-    if c:
-        sim.run_for(c["at_s"])
-        sim.crash(c["victim"])
-        sim.run_for(c["down_s"])
-        sim.restart(c["victim"])
-        sim.run_for(duration_s - c["at_s"] - c["down_s"])
-    else:
-        sim.run_for(duration_s)
-    sim.shutdown()
+    sim, d = run_random(seed, variant, crash, duration_s)
     return sim.logs, d
 
 
