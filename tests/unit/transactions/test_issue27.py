@@ -10,13 +10,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
-
-# the S-TX restart bug (below): these fail on the code before its fix (strict: an XPASS fails)
-OPEN_STX = pytest.mark.xfail(strict=True, reason="issue #27: S-TX loses committed transactions around a restart")
 
 PUB = {"p": "q", "x": 1}
 FILT = "[p,eq,'q'],[x,eq,1]"
@@ -144,7 +139,6 @@ def test_stx_a_commit_held_for_a_dependency_that_never_comes_times_out_logged():
 # transaction: processed at once, without their dependencies (op5 reached D before D's op4), and
 # the clients they reached (D, then A) were never sent the outcome: nothing was delivered.
 
-@OPEN_STX
 def test_stx_seed_305_every_committed_transaction_reaches_its_clients():
     from .harness import lost_commits, run_random
 
@@ -155,7 +149,6 @@ def test_stx_seed_305_every_committed_transaction_reaches_its_clients():
     assert lost_commits(sim.logs) == []
 
 
-@OPEN_STX
 def test_stx_operations_arriving_after_their_commit_keep_their_dependencies_and_reach_the_outcome():
     """The shape of seed 305 on the line b1-b2-b3 (E at b1, D at b2, A a-0 at b3): b2 learns the
     commit of t1 (re-sent, rs) before any of its operations, then gets op1 (to D) and op5. op5
@@ -183,7 +176,6 @@ def test_stx_operations_arriving_after_their_commit_keep_their_dependencies_and_
     assert {r["client"] for r in sim.events("tx_outcome", tx=t, outcome="committed")} == {"d-0", "a-0"}
 
 
-@OPEN_STX
 def test_stx_txmanager_re_sends_operations_before_the_outcome_to_a_restarted_broker():
     """A TXC whose broker was down when it began a transaction re-sends the operations first and
     then the commit, with its dependencies (a commit ahead of the operations ended the transaction
@@ -208,7 +200,6 @@ def test_stx_txmanager_re_sends_operations_before_the_outcome_to_a_restarted_bro
     assert sent[-1]["rs"] is True and [d[0] for d in sent[-1]["d"]] == ["t/1", "t/5"]
 
 
-@OPEN_STX
 def test_stx_a_publication_received_after_the_commit_is_delivered():
     """A participant that learned the commit first (an operation re-sent after a restart comes
     after it) delivers the late publication of the committed transaction (it used to drop it)."""

@@ -47,7 +47,10 @@ undo log is applied on abort, prepare is always TRUE. S-TX: operations act on th
 shared table (undo log for an explicit abort), no acknowledgements; an operation or a
 commit waits while one of its sub/usub dependencies is satisfiable here and not yet
 processed (§6.2; satisfiable = a matching advertisement whose last hop is not the
-dependency sender's CRT hop); waiters are released in arrival order.
+dependency sender's CRT hop); waiters are released in arrival order. An operation of a
+transaction already committed here (re-sent after a restart, behind the re-sent outcome) is
+processed after its dependencies like any other, and the outcome follows it to the clients it
+reaches; a commit re-sent by its TXC carries its dependencies and waits for them.
 """
 
 from __future__ import annotations
@@ -658,24 +661,17 @@ class StxBroker(TxBroker):
         return False
 
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
-        tx = msg["tx"]
-        if tx in self.terminated:
-            if (tx, msg["op"]["id"]) not in self.processed and self.terminated[tx] == "committed":
-                # an operation that meets its commit coming the other way (a sub/usub a broker
-                # triggered, Alg 2, travelling back toward the advertiser: S-TX has no acks to
-                # hold the commit for it), or that comes late, re-sent after a neighbour's
-                # restart: committed, it still applies (as it would have a moment earlier)
-                self._process(frm, msg, late=True)
-                for d in (self._parts, self._sub_ops):  # nothing kept for it
-                    d.pop(tx, None)
-                return
-            self._op_ok(frm, tx, msg["op"]["id"])  # processed already, or aborted: nothing to do
+        tx, oid = msg["tx"], msg["op"]["id"]
+        if (tx, oid) in self.processed or self.terminated.get(tx) == "aborted":
+            self._op_ok(frm, tx, oid)  # re-sent after a reconnection and known here, or aborted
             return
-        if (tx, msg["op"]["id"]) in self.processed:
-            self._op_ok(frm, tx, msg["op"]["id"])
-            return  # re-sent after a reconnection, known here
-        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == oid for b in self.buffer):
             return  # re-sent, waiting here: acknowledged once processed
+        # an operation of a transaction committed here already (it meets its commit coming the
+        # other way: a sub/usub a broker triggered, Alg 2, travelling back toward the advertiser,
+        # or an operation re-sent after a restart, behind the re-sent outcome) still applies, as
+        # it would have a moment earlier: after its dependencies, like any other (_process then
+        # hands the outcome to the clients it reaches)
         self._part(tx, frm)
         if self.buffer or self._blocked(tx, msg.get("d") or []):
             self.buffer.append(("txop", frm, msg))
@@ -684,8 +680,9 @@ class StxBroker(TxBroker):
         self._process(frm, msg)
         self._release()
 
-    def _process(self, frm: str, msg: dict[str, Any], late: bool = False) -> None:
+    def _process(self, frm: str, msg: dict[str, Any]) -> None:
         tx, op = msg["tx"], msg["op"]
+        late = self.terminated.get(tx) == "committed"
         known = op["kind"] == "sub" and op["sid"] in self.table.prt
         dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
@@ -699,6 +696,16 @@ class StxBroker(TxBroker):
         self._forward_op(tx, frm, msg, dests)
         for h, kind, sid, f in trig:  # Alg 2 in S-TX: sent on at once, no acknowledgements
             self._triggered(tx, op, h, kind, sid, f)
+        if late:
+            # the commit passed here before this operation: a client it reached takes part only
+            # now and would never learn the outcome (its publications never delivered): the
+            # outcome follows the operation to it. A neighbour broker that ended the
+            # transaction too does the same for its clients; one that did not gets the commit
+            # by the flood (or the re-sent outcomes) as usual
+            for h in sorted(self._parts.pop(tx, ())):
+                if h != frm:
+                    self.send_hop(h, {"k": "txcmt", "tx": tx, "rs": True})
+            self._sub_ops.pop(tx, None)
 
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
@@ -708,14 +715,18 @@ class StxBroker(TxBroker):
             # commit, it waits behind the transaction's buffered operations (their dependencies)
             if msg.get("rs") or "d" not in msg:
                 mine = [b for b in self.buffer if b[2]["tx"] == tx]
-                if kind == "txabt" or not mine:
+                if kind == "txabt":
                     self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
                     return self._stx_end(kind, tx, msg)
                 if any(b[0] != "txop" for b in mine):
                     return None  # its outcome waits here already
-                deps: list[list[Any]] = []
+                # a commit re-sent by its TXC carries its dependencies (those of the operations
+                # it re-sent just before): it waits for them as the first one would have
+                deps: list[list[Any]] = list(msg.get("d") or [])
                 for b in mine:
                     deps += [d for d in b[2].get("d") or [] if d not in deps]
+                if not mine and not self._blocked(tx, deps):
+                    return self._stx_end(kind, tx, msg)
                 self._hold(kind, frm, {"k": kind, "tx": tx, "rs": True, "d": deps})
                 return None
             if self.buffer or self._blocked(tx, msg.get("d") or []):

@@ -237,7 +237,7 @@ class ScenarioHost(Node):
         # outcomes the restarted broker may have lost: the TXC re-sends its decisions not yet
         # acknowledged; a participant asks about transactions it holds without an outcome; S-TX:
         # this process's operations of open transactions, again (the TXManager keeps them)
-        for what in ("outcomes", "queries", "ops"):
+        for what in TXManager.RESYNC:
             for c, m in self.mgr.items():
                 if self.broker_of[c] == peer:
                     m.resync(what)
