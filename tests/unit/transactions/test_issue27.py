@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
 
@@ -218,3 +220,48 @@ def test_stx_a_publication_received_after_the_commit_is_delivered():
     assert [x for x in logged if x[0] == "tx_deliver"] == [("tx_deliver", "t/2"), ("tx_deliver", "t/5")]
     m.on_message({"k": "txop", "tx": "t", "d": [], "op": {"id": "t/5", "n": 5, "kind": "pub", "c": "e-0", "a": {}}})
     assert len([x for x in logged if x[0] == "tx_deliver"]) == 2  # once
+
+
+# -- S-TX: a restarted broker forgot which operations it had processed (seed 453 of the sim sweep) --
+#
+# b2 processed op1 (E's tcm, on to D) and op3 (A's sub, acknowledged with txopok: its sender
+# stopped keeping it), then crashed with op5 and the commit buffered (waiting for op4). Restarted
+# empty, it took the TXC's re-sent op1 as new: processed again on the re-learnt table, where A's
+# subscription (op3, brought back by the routing re-sync) already was, so op1 reached A; and op5
+# waited for op3 for ever (never re-sent: acknowledged before the crash) until the hold timeout.
+
+@pytest.mark.xfail(strict=True, reason="issue #27: a restarted S-TX broker forgets what it processed")
+def test_stx_seed_453_every_committed_transaction_reaches_its_clients_without_hold_timeouts():
+    from .harness import lost_commits, run_random
+
+    sim, d = run_random(453, "stx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b2"
+    assert lost_commits(sim.logs) == []
+    assert not sim.events("tx_hold_timeout")
+    p1 = [r for r in sim.events("tx_recv") if r["n"] == 1 and not r["client"].startswith("d-")]
+    assert p1 == [], p1  # op1 reaches only D
+
+
+@pytest.mark.xfail(strict=True, reason="issue #27: a restarted S-TX broker forgets what it processed")
+def test_stx_a_restarted_broker_relearns_the_operations_it_had_processed():
+    """b2 processes A's op3 (from b3, acknowledged) and crashes; restarted, it learns from its
+    neighbours that it had processed it (txknown), so op5, which depends on op3, goes on."""
+    sim = _sim("stx")
+    b3 = sim.nodes["b3"]
+    t, f = "t1", "[p,eq,'p0.0'],[x,eq,1]"
+    b3.on_message("a", {"k": "txop", "tx": t, "c": "a-0", "d": [],
+                        "op": {"id": f"{t}/3", "n": 3, "kind": "sub", "c": "a-0", "sid": f"{t}/3", "f": f}})
+    sim.run_for(0.2)
+    assert [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t)] == [["b1"]]
+    assert not sim.nodes["b3"].sent_ops  # acknowledged: b3 keeps nothing to re-send
+    sim.crash("b2")
+    sim.run_for(0.3)
+    sim.restart("b2")
+    sim.run_for(1.5)  # reconnected, settled
+    b2 = sim.nodes["b2"]
+    assert (t, f"{t}/3") in b2.processed
+    b2.on_message("b1", {"k": "txop", "tx": t, "d": [[f"{t}/3", "a-0", f, "sub"]],
+                         "op": {"id": f"{t}/5", "n": 5, "kind": "pub", "c": "e-0", "a": {"p": "p0.0", "x": 1, "v": 1}}})
+    assert [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t, op_id=f"{t}/5")] == [["b3"]]
+    sim.run_for(0.2)
+    assert sim.events("tx_recv", tx=t, client="a-0", n=5)
