@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
 
@@ -230,7 +228,6 @@ def test_stx_a_publication_received_after_the_commit_is_delivered():
 # subscription (op3, brought back by the routing re-sync) already was, so op1 reached A; and op5
 # waited for op3 for ever (never re-sent: acknowledged before the crash) until the hold timeout.
 
-@pytest.mark.xfail(strict=True, reason="issue #27: a restarted S-TX broker forgets what it processed")
 def test_stx_seed_453_every_committed_transaction_reaches_its_clients_without_hold_timeouts():
     from .harness import lost_commits, run_random
 
@@ -242,7 +239,6 @@ def test_stx_seed_453_every_committed_transaction_reaches_its_clients_without_ho
     assert p1 == [], p1  # op1 reaches only D
 
 
-@pytest.mark.xfail(strict=True, reason="issue #27: a restarted S-TX broker forgets what it processed")
 def test_stx_a_restarted_broker_relearns_the_operations_it_had_processed():
     """b2 processes A's op3 (from b3, acknowledged) and crashes; restarted, it learns from its
     neighbours that it had processed it (txknown), so op5, which depends on op3, goes on."""
@@ -262,6 +258,7 @@ def test_stx_a_restarted_broker_relearns_the_operations_it_had_processed():
     assert (t, f"{t}/3") in b2.processed
     b2.on_message("b1", {"k": "txop", "tx": t, "d": [[f"{t}/3", "a-0", f, "sub"]],
                          "op": {"id": f"{t}/5", "n": 5, "kind": "pub", "c": "e-0", "a": {"p": "p0.0", "x": 1, "v": 1}}})
-    assert [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t, op_id=f"{t}/5")] == [["b3"]]
+    [dests] = [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t, op_id=f"{t}/5")]
+    assert "b3" in dests, dests  # toward A (and to D, whose standing subscription no op4 removed here)
     sim.run_for(0.2)
     assert sim.events("tx_recv", tx=t, client="a-0", n=5)

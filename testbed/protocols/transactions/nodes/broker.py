@@ -27,6 +27,11 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
                                            since it (re)started adopts the highest
     txopok  {k, tx, op}                    S-TX: a neighbour broker processed (or knows) an
                                            operation; the sender stops keeping it for re-sending
+    txknown {k, ops: [[tx, op], ...]}      S-TX, on a connection coming up (from a neighbour
+                                           broker or a local client): operations the receiver
+                                           is known to have processed (it sent them on, or
+                                           acknowledged them); a restarted broker re-learns
+                                           them before its held messages are processed
 
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
@@ -67,8 +72,8 @@ from testbed.protocols.transactions.nodes.snapshot import table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
 TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS)
-                     + ("txop", "txack", "join", "txq", "txssid", "txopok"))
-UNHELD = ("join", "txssid")  # taken at once by a broker that is re-learning its state
+                     + ("txop", "txack", "join", "txq", "txssid", "txopok", "txknown"))
+UNHELD = ("join", "txssid", "txknown")  # taken at once by a broker that is re-learning its state
 RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
@@ -167,6 +172,8 @@ class TxBroker(Broker):
             self._on_ssid(frm, msg)
         elif k == "txopok":
             self._on_op_ok(frm, msg)
+        elif k == "txknown":
+            self._on_known(frm, msg)
         elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
             tx = msg["tx"]
             if tx in self.terminated:
@@ -300,6 +307,9 @@ class TxBroker(Broker):
         pass
 
     def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _on_known(self, frm: str, msg: dict[str, Any]) -> None:
         pass
 
     # -- shared by the variants: apply one op to a table ------------------------------------
@@ -594,6 +604,11 @@ class StxBroker(TxBroker):
         # tx -> (hop, txop) sent to a neighbour broker and not yet acknowledged (txopok) by it,
         # kept after the transaction ended here: re-sent when the connection comes back
         self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        # tx -> neighbour broker -> ids of the operations of tx it is known to have processed (it
+        # sent them here, or acknowledged them with txopok), while tx is open or among the recent
+        # outcomes: told to it (txknown) when its connection comes back, a restart having emptied
+        # its `processed`
+        self.known_at: dict[str, dict[str, set[str]]] = {}
         self._hold_s = float((self.config.get("params") or {}).get("hold_timeout", 10.0))
         self._held_since: dict[tuple[str, str], int] = {}  # (kind, tx) of a buffered outcome -> mono ns
 
@@ -604,14 +619,32 @@ class StxBroker(TxBroker):
         for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
             if hop != peer:
                 self.rt.send(peer, {"k": "join", "c": c})
+        ops = [[tx, oid] for tx, by in self.known_at.items() for oid in sorted(by.get(peer, ()))]
+        if ops:  # what it had processed (a restarted one forgot): not processed twice, deps met
+            self.rt.send(peer, {"k": "txknown", "ops": ops})
         for tx, sent in self.sent_ops.items():
             for hop, msg in sent:
                 if hop == peer:
                     self.rt.send(peer, msg)
         super()._peer_up_tx(peer)
 
+    def _known(self, hop: str, tx: str, oid: str) -> None:
+        if hop in self._nset and (tx not in self.terminated or tx in self.recent):
+            self.known_at.setdefault(tx, {}).setdefault(hop, set()).add(oid)
+
+    def _on_known(self, frm: str, msg: dict[str, Any]) -> None:
+        """Operations this broker processed before it (re)started, as a neighbour or a local
+        client knows them: marked processed (a re-sent copy is not applied twice on the re-learnt
+        table, and what depends on them is not held for them)."""
+        new = [(str(tx), str(oid)) for tx, oid in msg["ops"] if (tx, oid) not in self.processed]
+        self.processed.update(new)
+        if new:
+            self.rt.log("tx_known_resync", peer=frm, ops=len(new))
+            self._release()
+
     def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
         tx, oid = msg["tx"], msg["op"]
+        self._known(frm, tx, oid)
         sent = self.sent_ops.get(tx)
         if sent is None:
             return
@@ -635,6 +668,8 @@ class StxBroker(TxBroker):
         if outcome == "aborted":
             self.sent_ops.pop(tx, None)  # nothing of it is to arrive anywhere
         super()._terminate(tx, outcome)
+        for old in [t for t in self.known_at if t in self.terminated and t not in self.recent]:
+            del self.known_at[old]  # out of the recent outcomes: no longer re-sent either
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
         c = msg["c"]
@@ -662,6 +697,7 @@ class StxBroker(TxBroker):
 
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
         tx, oid = msg["tx"], msg["op"]["id"]
+        self._known(frm, tx, oid)  # the sender processed it (a broker forwards what it processed)
         if (tx, oid) in self.processed or self.terminated.get(tx) == "aborted":
             self._op_ok(frm, tx, oid)  # re-sent after a reconnection and known here, or aborted
             return
@@ -684,9 +720,16 @@ class StxBroker(TxBroker):
         tx, op = msg["tx"], msg["op"]
         late = self.terminated.get(tx) == "committed"
         known = op["kind"] == "sub" and op["sid"] in self.table.prt
+        unknown = op["kind"] == "usub" and op["sid"] not in self.table.prt
         dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
+        elif unknown:
+            # a usub of a subscription this broker does not hold: it lost it in a restart (the
+            # usub came along the subscription's path), and with it where it had sent it on; a
+            # neighbour it had sent it to still holds it and waits for this usub (S-TX holds
+            # their commits for it): it goes on to every neighbour (a no-op where it is unknown)
+            dests = [n for n in self.table.neighbors if n != frm]
         self.processed.add((tx, op["id"]))
         self._op_ok(frm, tx, op["id"])
         if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation

@@ -90,10 +90,12 @@ class TxState:
 
 
 class TXManager:
-    # what resync() re-sends to a restarted broker, in this order: S-TX operations before the
-    # outcomes that end their transactions (a commit ahead of them ended the transaction there
-    # before any of its operations), the participants' queries last
-    RESYNC = ("ops", "outcomes", "queries")
+    # what resync() re-sends to a restarted broker, in this order: S-TX, the operations it had
+    # processed (received from it), then the operations before the outcomes that end their
+    # transactions (a commit ahead of them ended the transaction there before any of its
+    # operations); the participants' queries last
+    RESYNC = ("known", "ops", "outcomes", "queries")
+    KNOWN_TXS = 512  # S-TX: the last transactions whose received operations "known" reports
 
     def __init__(self, rt: Any, client: str, broker: str, variant: str,
                  notify: Callable[[str, str, dict[str, Any]], Any] | None = None,
@@ -183,9 +185,18 @@ class TXManager:
         """This client's broker came back (restarted, maybe empty): send again what it may have
         lost. ``what``: ``outcomes`` (the TXC's decisions not yet acknowledged, as re-sent
         outcomes ``rs``), ``queries`` (``txq`` for each transaction held here without an outcome)
-        or ``ops`` (S-TX: the operations of transactions still open here); :attr:`RESYNC` is the
+        ``ops`` (S-TX: the operations of transactions still open here) or ``known`` (S-TX: the
+        operations received from the broker, so processed there, in one ``txknown``, for the last
+        :attr:`KNOWN_TXS` transactions this client took part in); :attr:`RESYNC` is the
         order to call it in. An S-TX outcome carries its dependencies again (the broker holds it
         until they are processed there, as it did the first one)."""
+        if what == "known":
+            if self.variant == "stx":
+                parts = [st for st in self.txs.values() if st.seen][-self.KNOWN_TXS:]
+                ops = [[st.tx, oid] for st in parts for oid in sorted(st.seen)]
+                if ops:
+                    self._send({"k": "txknown", "ops": ops})
+            return
         for st in self.txs.values():
             if what == "outcomes" and st.coordinator and st.outcome and not st.acked:
                 m: dict[str, Any] = {"k": "txcmt" if st.outcome == "committed" else "txabt", "tx": st.tx, "rs": True}
