@@ -31,7 +31,11 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
                                            broker or a local client): operations the receiver
                                            is known to have processed (it sent them on, or
                                            acknowledged them); a restarted broker re-learns
-                                           them before its held messages are processed
+                                           them before its held messages are processed; from a
+                                           neighbour, it also says its re-sync is complete
+    txsynced {k, c}                        S-TX: a client process re-sent everything to its
+                                           restarted broker (after its subscriptions, txknown,
+                                           operations and outcomes)
 
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
@@ -60,6 +64,8 @@ reaches; a commit re-sent by its TXC carries its dependencies and waits for them
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,8 +78,8 @@ from testbed.protocols.transactions.nodes.snapshot import table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
 TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS)
-                     + ("txop", "txack", "join", "txq", "txssid", "txopok", "txknown"))
-UNHELD = ("join", "txssid", "txknown")  # taken at once by a broker that is re-learning its state
+                     + ("txop", "txack", "join", "txq", "txssid", "txopok", "txknown", "txsynced"))
+UNHELD = ("join", "txssid", "txknown", "txsynced")  # taken at once by a broker that is re-learning its state
 RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
@@ -102,7 +108,8 @@ class TxBroker(Broker):
         # a (re)started broker first re-learns its routing state: transaction messages that come
         # within `settle` of its start wait until then (at the first start none come that early)
         hold = float((self.config.get("params") or {}).get("settle", 1.0))
-        self._hold_until = rt.mono_ns() + int(hold * 1e9)
+        self._started_ns = rt.mono_ns()
+        self._hold_until = self._started_ns + int(hold * 1e9)
         self._held: list[tuple[str, dict[str, Any]]] | None = []
         self._trig_k = 0  # operations this broker triggered (adv/uadv releasing subscriptions)
         self._sub_ops: dict[str, dict[str, str]] = {}  # tx -> sub id -> the op that last touched it
@@ -132,15 +139,25 @@ class TxBroker(Broker):
         for src, msg in held:
             self.on_message(src, msg)
 
+    def _holding(self) -> bool:
+        """Transaction messages wait: ``settle`` after the start (S-TX, after a restart: also
+        until every peer re-synchronised it)."""
+        return self.rt.mono_ns() < self._hold_until
+
+    def _try_flush(self) -> None:
+        if self._held is not None and not self._holding():
+            self._flush_held()
+
     def on_message(self, src: str, msg: dict[str, Any]) -> None:
         k = msg.get("k")
         if k not in TX_KINDS:
             super().on_message(src, msg)
             return
         if self._held is not None and k not in UNHELD:
-            if self.rt.mono_ns() < self._hold_until:
+            if self._holding():
                 if not self._held:
-                    self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
+                    for t in self._hold_checks():
+                        self.rt.call_later(max(0.0, (t - self.rt.mono_ns()) / 1e9), self._try_flush)
                 self._held.append((src, msg))
                 return
             self._flush_held()
@@ -311,6 +328,11 @@ class TxBroker(Broker):
 
     def _on_known(self, frm: str, msg: dict[str, Any]) -> None:
         pass
+
+    def _hold_checks(self) -> list[int]:
+        """When (mono ns) to see whether the hold can end (it also ends when the last peer
+        re-synchronised, S-TX)."""
+        return [self._hold_until]
 
     # -- shared by the variants: apply one op to a table ------------------------------------
     def _apply(self, table: RoutingTable, op: dict[str, Any], frm: str,
@@ -609,7 +631,26 @@ class StxBroker(TxBroker):
         # outcomes: told to it (txknown) when its connection comes back, a restart having emptied
         # its `processed`
         self.known_at: dict[str, dict[str, set[str]]] = {}
-        self._hold_s = float((self.config.get("params") or {}).get("hold_timeout", 10.0))
+        p = self.config.get("params") or {}
+        self._hold_s = float(p.get("hold_timeout", 10.0))
+        # A restarted broker holds transaction messages until every neighbour and every client
+        # process it had before the crash has re-synchronised it (a neighbour's txknown, a client
+        # process's txsynced), at most params.resync_wait after the end of settle (a peer that is
+        # down too): a fixed settle ended the hold before a peer whose reconnection backed off had
+        # re-subscribed. Its client processes are kept in its stable state_dir (the first life
+        # writes them; a file there means a restart).
+        sd = self.config.get("state_dir") or ""
+        self._peers_file = os.path.join(sd, "stx_peers.json") if sd else ""
+        self._procs: set[str] = set()
+        self._expect: set[str] = set()
+        self._resync_cap = self._hold_until + int(float(p.get("resync_wait", 5.0)) * 1e9)
+        if self._peers_file and os.path.exists(self._peers_file):
+            try:
+                with open(self._peers_file) as f:
+                    self._procs = set(json.load(f))
+            except (OSError, ValueError):
+                self._procs = set()
+            self._expect = set(self.table.neighbors) | self._procs
         self._held_since: dict[tuple[str, str], int] = {}  # (kind, tx) of a buffered outcome -> mono ns
 
     def _peer_up_tx(self, peer: str) -> None:
@@ -619,14 +660,63 @@ class StxBroker(TxBroker):
         for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
             if hop != peer:
                 self.rt.send(peer, {"k": "join", "c": c})
+        # what it had processed (a restarted one forgot): not processed twice, deps met; also the
+        # mark that this neighbour's re-sync (routing, CRT) is complete
         ops = [[tx, oid] for tx, by in self.known_at.items() for oid in sorted(by.get(peer, ()))]
-        if ops:  # what it had processed (a restarted one forgot): not processed twice, deps met
-            self.rt.send(peer, {"k": "txknown", "ops": ops})
+        self.rt.send(peer, {"k": "txknown", "ops": ops})
         for tx, sent in self.sent_ops.items():
             for hop, msg in sent:
                 if hop == peer:
                     self.rt.send(peer, msg)
         super()._peer_up_tx(peer)
+
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        if src not in self._nset and src not in self._procs and msg.get("c") is not None:
+            self._procs.add(src)  # a client process attached here: expected back after a restart
+            self._save_procs()
+        k = msg.get("k")
+        if src in self._expect and ((k == "txknown" and src in self._nset) or k == "txsynced"):
+            self._expect.discard(src)
+            if not self._expect:
+                self._resync_done()
+        if k == "txsynced":
+            return
+        super().on_message(src, msg)
+
+    def _save_procs(self) -> None:
+        if not self._peers_file:
+            return
+        try:
+            os.makedirs(os.path.dirname(self._peers_file), exist_ok=True)
+            tmp = self._peers_file + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(sorted(self._procs), f)
+            os.replace(tmp, self._peers_file)
+        except OSError as e:
+            self.rt.log("broker_bad_message", peer="", kind="state", reason=f"cannot keep the client processes: {e}")
+
+    def _holding(self) -> bool:
+        now = self.rt.mono_ns()
+        return now < self._hold_until or (bool(self._expect) and now < self._resync_cap)
+
+    def _hold_checks(self) -> list[int]:
+        return [self._hold_until] + ([self._resync_cap] if self._expect else [])
+
+    def _resync_done(self) -> None:
+        self.rt.log("tx_resync_done", waited_ms=round((self.rt.mono_ns() - self._started_ns) / 1e6, 3),
+                    missing=sorted(self._expect))
+        self._try_flush()
+
+    def _try_flush(self) -> None:
+        if self._expect and self.rt.mono_ns() >= self._resync_cap:
+            self._resync_done_late()
+        super()._try_flush()
+
+    def _resync_done_late(self) -> None:
+        """The cap passed with peers still missing (down too): go on without them, logged."""
+        missing, self._expect = sorted(self._expect), set()
+        self.rt.log("tx_resync_done", waited_ms=round((self.rt.mono_ns() - self._started_ns) / 1e6, 3),
+                    missing=missing)
 
     def _known(self, hop: str, tx: str, oid: str) -> None:
         if hop in self._nset and (tx not in self.terminated or tx in self.recent):

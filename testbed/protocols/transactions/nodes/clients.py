@@ -241,6 +241,10 @@ class ScenarioHost(Node):
             for c, m in self.mgr.items():
                 if self.broker_of[c] == peer:
                     m.resync(what)
+        if self.variant == "stx":  # all is re-sent: the broker's hold can end (as far as we go)
+            c = next((c for c, b in self.broker_of.items() if b == peer), None)
+            if c is not None:
+                self._send(c, {"k": "txsynced"})
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":
