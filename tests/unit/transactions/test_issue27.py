@@ -249,7 +249,7 @@ def test_stx_a_restarted_broker_relearns_the_operations_it_had_processed():
                         "op": {"id": f"{t}/3", "n": 3, "kind": "sub", "c": "a-0", "sid": f"{t}/3", "f": f}})
     sim.run_for(0.2)
     assert [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t)] == [["b1"]]
-    assert not sim.nodes["b3"].sent_ops  # acknowledged: b3 keeps nothing to re-send
+    assert sim.nodes["b3"].known_at == {}  # b3 never received t1/3 from b2: it does not count it
     sim.crash("b2")
     sim.run_for(0.3)
     sim.restart("b2")
@@ -319,3 +319,56 @@ def test_stx_a_restarted_broker_goes_on_without_a_peer_that_does_not_come_back(t
     assert done["missing"] == ["d"] and 1490 <= done["waited_ms"] <= 1600, done
     [held] = sim.events("tx_held", node="b2")
     assert held["m"] >= done["m"] and held["count"] > 0
+
+
+# -- S-TX: an operation processed and acknowledged, whose delivery died with the broker --
+#
+# Seed 405 on real processes: b3 processed op5 (from b2) for its local agent, acknowledged it
+# (txopok: b2 stopped keeping it) and was killed before the message to the agent left the
+# process. Restarted, it learned from b2 that it had processed op5 (txknown counted what b2 had
+# sent it and seen acknowledged) and nobody re-sent it: the agent never got op5. What a broker
+# processed is known only from where its effects arrived: the neighbours and clients that
+# received operations from it; the operations sent to it are re-sent to it after a restart.
+
+def test_stx_an_operation_whose_delivery_died_with_the_broker_is_re_sent():
+    sim = _sim("stx")
+    b1, b2 = sim.nodes["b1"], sim.nodes["b2"]
+    t = "t1"
+    sim.rts["d"].alive = False  # b2's message to D is lost, as in a kill before it left
+    b1.on_message("e", {"k": "txop", "tx": t, "c": "e-0", "d": [],
+                        "op": {"id": f"{t}/6", "n": 6, "kind": "pub", "c": "e-0", "a": {"p": "p0.0", "x": 1, "v": 2}}})
+    b1.on_message("e", {"k": "txcmt", "tx": t, "c": "e-0", "d": [[f"{t}/6", "e-0", "", "pub"]]})
+    sim.run_for(0.1)
+    assert [r["dests"] for r in sim.events("tx_proc", node="b2", tx=t)] == [["d/d-0"]]
+    sim.crash("b2")
+    sim.rts["d"].alive = True
+    sim.run_for(0.3)
+    sim.restart("b2")
+    sim.run_for(2.0)
+    assert [r["n"] for r in sim.events("tx_deliver", tx=t, client="d-0")] == [6]
+
+
+def test_stx_a_standing_subscription_re_issued_to_a_restarted_broker_is_removed_again_by_op4():
+    """Seed 405 on real processes, P5: D's op4 removed its standing subscription at b2 and b1; b2
+    restarted; D re-issued the subscription (the transaction had no outcome yet) and re-sent op4,
+    which b2 knew processed (txknown) and dropped: the subscription stayed at b2 and b1."""
+    sim = _sim("stx")
+    b2 = sim.nodes["b2"]
+    t, f, sid = "e-0.0:1", "[p,eq,'p0.0'],[x,eq,1]", "d-0:s:p0.0:1"
+    dep = {1: [f"{t}/1", "e-0", "", "tcm"], 2: [f"{t}/2", "d-0", "", "tcm"], 3: [f"{t}/3", "a-0", f, "sub"],
+           4: [f"{t}/4", "d-0", f, "usub"]}
+    plan = {str(k): [dep[j] for j in range(1, k)] for k in range(1, 5)}
+    ctx = {"tx": t, "proc": "p0.0", "x": 1, "d": "d-0", "agent": "a-0", "e": "e-0", "plan": plan}
+    assert sid in b2.table.prt and sid in sim.nodes["b1"].table.prt
+    b2.on_message("b1", {"k": "txop", "tx": t, "d": [],
+                         "op": {"id": f"{t}/1", "n": 1, "kind": "tcm", "c": "e-0", "a": {"p": "p0.0", "x": 1, "v": 0},
+                                "ctx": ctx}})
+    sim.run_for(0.3)  # D issues op2 and op4; op4 removes the subscription at b2 and b1
+    assert sim.events("tx_proc", node="b1", op_id=f"{t}/4")
+    assert sid not in b2.table.prt and sid not in sim.nodes["b1"].table.prt
+    sim.crash("b2")
+    sim.run_for(0.3)
+    sim.restart("b2")
+    sim.run_for(2.0)
+    assert sim.events("client_resync", node="d")
+    assert sid not in sim.nodes["b2"].table.prt and sid not in sim.nodes["b1"].table.prt

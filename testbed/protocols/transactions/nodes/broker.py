@@ -623,13 +623,13 @@ class StxBroker(TxBroker):
         self.processed: set[tuple[str, str]] = set()
         self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
         self.undo: dict[str, list[tuple]] = {}
-        # tx -> (hop, txop) sent to a neighbour broker and not yet acknowledged (txopok) by it,
-        # kept after the transaction ended here: re-sent when the connection comes back
+        # tx -> (hop, txop) sent to a neighbour broker, kept while tx is open here or among the
+        # recent outcomes (also once acknowledged: a neighbour killed after acknowledging an
+        # operation may have lost what it sent on), re-sent when the connection comes back
         self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        # tx -> neighbour broker -> ids of the operations of tx it is known to have processed (it
-        # sent them here, or acknowledged them with txopok), while tx is open or among the recent
-        # outcomes: told to it (txknown) when its connection comes back, a restart having emptied
-        # its `processed`
+        # tx -> neighbour broker -> ids of the operations of tx it is known to have processed and
+        # sent on (it sent them here), while tx is open or among the recent outcomes: told to it
+        # (txknown) when its connection comes back, a restart having emptied its `processed`
         self.known_at: dict[str, dict[str, set[str]]] = {}
         p = self.config.get("params") or {}
         self._hold_s = float(p.get("hold_timeout", 10.0))
@@ -733,14 +733,9 @@ class StxBroker(TxBroker):
             self._release()
 
     def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
-        tx, oid = msg["tx"], msg["op"]
-        self._known(frm, tx, oid)
-        sent = self.sent_ops.get(tx)
-        if sent is None:
-            return
-        sent[:] = [(h, m) for h, m in sent if not (h == frm and m["op"]["id"] == oid)]
-        if not sent:
-            del self.sent_ops[tx]
+        """A neighbour processed an operation. Not enough to forget it: a neighbour killed right
+        after may not have got out what it sent on (seed 405), so sent_ops keeps it for a
+        restart, and it is not counted in txknown (only what arrived from the neighbour is)."""
 
     def _op_ok(self, frm: str, tx: str, oid: str) -> None:
         if frm in self._nset:
@@ -758,8 +753,9 @@ class StxBroker(TxBroker):
         if outcome == "aborted":
             self.sent_ops.pop(tx, None)  # nothing of it is to arrive anywhere
         super()._terminate(tx, outcome)
-        for old in [t for t in self.known_at if t in self.terminated and t not in self.recent]:
-            del self.known_at[old]  # out of the recent outcomes: no longer re-sent either
+        for d in (self.known_at, self.sent_ops):
+            for old in [t for t in d if t in self.terminated and t not in self.recent]:
+                del d[old]  # out of the recent outcomes: no longer re-sent either
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
         c = msg["c"]
@@ -789,6 +785,15 @@ class StxBroker(TxBroker):
         tx, oid = msg["tx"], msg["op"]["id"]
         self._known(frm, tx, oid)  # the sender processed it (a broker forwards what it processed)
         if (tx, oid) in self.processed or self.terminated.get(tx) == "aborted":
+            op = msg["op"]
+            e = self.table.prt.get(op.get("sid")) if op["kind"] == "usub" else None
+            if e is not None and e.hop == frm and self.terminated.get(tx) != "aborted":
+                # a usub processed here before, re-sent after a restart, whose subscription is back
+                # from the hop it comes from: the client re-issued its standing subscription to its
+                # restarted broker (it re-sends op4 after it), and the re-sync spread it. Applied
+                # again (not logged as processed twice), and on along the subscription's path
+                dests, _ = self._apply_full(self.table, op, frm, None)
+                self._forward_op(tx, frm, msg, dests)
             self._op_ok(frm, tx, oid)  # re-sent after a reconnection and known here, or aborted
             return
         if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == oid for b in self.buffer):
