@@ -2,7 +2,7 @@
 """Sweep of randomized transactions topologies: every variant on each, half with a crash.
 
     PYTHONPATH=. python scripts/transactions_sweep.py [-n 20] [--seed 200] [--variants dtx,dtxni,stx,blwait]
-                                                      [--runtime sim|local] [--out runs/transactions-sweep]
+                                                      [--runtime sim|local] [--batch N] [--out runs/transactions-sweep]
 
 Each seed draws a topology with testbed.protocols.transactions.analysis.randomized (a random
 tree of 4-9 brokers, 1-3 instances x 1-3 TXC threads, client groups on 1-3 random brokers, the
@@ -11,7 +11,8 @@ tree of 4-9 brokers, 1-3 instances x 1-3 TXC threads, client groups on 1-3 rando
 real processes and analyses it (every check of the protocol, Spark); ``--runtime sim`` runs the
 same nodes on the deterministic in-memory runtime of the unit tests (tests/unit/pubsub/harness.py:
 the real node code, simulated sockets and clock; seconds per run) and runs the protocol's
-checks (P1-P9 with the issue #27 ones) on their logs in one Spark session. Prints one line per
+checks (P1-P9 with the issue #27 ones) on their logs in one Spark session (``--batch N``: N runs
+at a time, as a reproduction's batched checks do: seconds per run instead of ~20). Prints one line per
 run and a summary; writes ``OUT/summary.json``. Exit status 1 if any run failed a check.
 """
 
@@ -26,30 +27,9 @@ from pathlib import Path
 
 def sim_run(seed: int, variant: str, crash: bool, duration_s: float):
     """The topology of ``seed`` on the in-memory runtime: its logs."""
-    from testbed.protocols.transactions.analysis.randomized import THINK_S, adjacency, draw
-    from tests.unit.pubsub.harness import Sim
-    from tests.unit.transactions.harness import scenario
+    from tests.unit.transactions.harness import run_random
 
-    d = draw(seed, crash)
-    cfgs = scenario(variant, brokers=adjacency(d), attach=d["attach"], instances=d["instances"],
-                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0, think=THINK_S,
-                    conflict=variant != "blwait")
-    for c in cfgs.values():
-        c["seed"] = seed
-    sim = Sim(cfgs, delay_ms=5.0)
-    sim.start()
-    sim.run_for(1.0)
-    sim.start_workload(0.0, duration_s)
-    c = d["crash"]
-    if c:
-        sim.run_for(c["at_s"])
-        sim.crash(c["victim"])
-        sim.run_for(c["down_s"])
-        sim.restart(c["victim"])
-        sim.run_for(duration_s - c["at_s"] - c["down_s"])
-    else:
-        sim.run_for(duration_s)
-    sim.shutdown()
+    sim, d = run_random(seed, variant, crash, duration_s)
     return sim.logs, d
 
 
@@ -68,6 +48,45 @@ def sim_check(spark, logs, variant: str, crash: bool) -> list:
     return out
 
 
+def sim_check_batch(spark, runs: dict[str, tuple[list, str, bool]]) -> dict[str, dict[str, tuple[int, list]]]:
+    """The protocol's checks on many in-memory runs at once, as the batched checks of a
+    reproduction do (``analysis/batch.py``: every id prefixed with its run, one Spark job per check
+    and group of runs): runs = {key: (logs, variant, crash)} -> {key: {failed check: (violations,
+    examples)}} (only required checks that found violations)."""
+    from testbed.protocols.transactions.analysis.batch import CHECKS, KEYS, SEP, per_run
+    from tests.unit.transactions.test_checks import ctx_of
+
+    groups: dict[tuple[str, bool], list[str]] = {}
+    for k, (_, v, crash) in runs.items():
+        groups.setdefault((v, crash), []).append(k)
+    out: dict[str, dict[str, tuple[int, list]]] = {k: {} for k in runs}
+    for (v, crash), keys in sorted(groups.items()):
+        rows = []
+        for k in keys:
+            for r in runs[k][0]:
+                if not r["ev"].startswith("tx_"):
+                    continue
+                r = dict(r)
+                for c in KEYS:
+                    if isinstance(r.get(c), str) and r[c]:
+                        r[c] = f"{k}{SEP}{r[c]}"
+                for c in ("srt", "prt"):
+                    if isinstance(r.get(c), dict):
+                        r[c] = {f"{k}{SEP}{i}": h for i, h in r[c].items()}
+                rows.append(r)
+        ctx = ctx_of(spark, rows, v, conflict=v != "blwait")
+        if crash:
+            ctx.plan["actions"] = [{"crash": "x"}]
+        p9 = not crash and v == "blwait"  # batch.group_key: no explicit aborts, faults, conflict workload
+        for name, _desc, applies, required, viol, col in CHECKS:
+            if not applies(v, p9) or not required(v):
+                continue
+            for k, (n, ex) in per_run(viol(ctx, v), col).items():
+                if n:
+                    out[k][name] = (n, ex)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from testbed.protocols.transactions.analysis.randomized import VARIANTS, describe, generate
 
@@ -78,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtime", choices=("sim", "local"), default="local")
     ap.add_argument("--duration", type=int, default=14, help="workload seconds (default 14)")
     ap.add_argument("--out", default="runs/transactions-sweep", help="work and result directory")
+    ap.add_argument("--batch", type=int, default=0, help="sim: check this many runs at once (the batched "
+                    "checks, one Spark job per check and variant; default 0: every run on its own)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -89,6 +110,29 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session(app="tx-sweep", conf=SMALL_DATA_CONF, java_opts=SMALL_DATA_JAVA_OPTS)
     rows = []
     t_all = time.monotonic()
+    pending: dict[str, tuple[list, str, bool]] = {}  # --batch: runs waiting for their checks
+    meta: dict[str, dict] = {}
+
+    def show(row: dict) -> None:
+        print(f"seed {row['seed']} {row['variant']}: {'PASS' if row['passed'] else 'FAIL'} "
+              f"brokers={row['brokers']} inst={row['instances']}x{row['threads']} tx={row['transactions']} "
+              f"crash={row['crash']} ends={row.get('ends', '')} failed={row['failed']} {row['wall_s']} s", flush=True)
+
+    def flush() -> None:
+        if not pending:
+            return
+        t0 = time.monotonic()
+        found = sim_check_batch(spark, pending)
+        per = round((time.monotonic() - t0) / len(pending), 1)
+        for k in pending:
+            row = meta.pop(k)
+            row.update(passed=not found[k], failed={n: v[0] for n, v in found[k].items()},
+                       examples={n: v[1][:2] for n, v in found[k].items()})
+            row["wall_s"] = round(row["wall_s"] + per, 1)
+            rows.append(row)
+            show(row)
+        pending.clear()
+
     for i, seed in enumerate(range(a.seed, a.seed + a.n)):
         crash = i % 2 == 1
         d = describe(seed, crash)
@@ -97,16 +141,23 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if a.runtime == "sim":
                     logs, _ = sim_run(seed, v, crash, a.duration)
-                    res = sim_check(spark, logs, v, crash)
-                    failed = {r.name: r.violations for r in res if not r.passed}
-                    examples = {r.name: r.examples[:2] for r in res if not r.passed}
                     ends: dict[str, int] = {}
-                    for r in logs:
-                        if r["ev"] == "tx_end":
-                            ends[r["outcome"]] = ends.get(r["outcome"], 0) + 1
-                    r = {"passed": not failed, "failed": failed, "examples": examples, "checks": len(res),
-                         "ends": ends, "hold_timeouts": sum(1 for x in logs if x["ev"] == "tx_hold_timeout"),
+                    for x in logs:
+                        if x["ev"] == "tx_end":
+                            ends[x["outcome"]] = ends.get(x["outcome"], 0) + 1
+                    r = {"ends": ends, "hold_timeouts": sum(1 for x in logs if x["ev"] == "tx_hold_timeout"),
                          "snapshot_missing": sum(1 for x in logs if x["ev"] == "tx_snapshot_missing")}
+                    if a.batch > 0:
+                        key = f"s{seed}{v}"
+                        pending[key] = (logs, v, crash)
+                        meta[key] = {"seed": seed, "variant": v, **d, **r, "wall_s": round(time.monotonic() - t0, 1)}
+                        if len(pending) >= a.batch:
+                            flush()
+                        continue
+                    res = sim_check(spark, logs, v, crash)
+                    r.update(passed=not any(not x.passed for x in res),
+                             failed={x.name: x.violations for x in res if not x.passed},
+                             examples={x.name: x.examples[:2] for x in res if not x.passed}, checks=len(res))
                 else:
                     from testbed.protocols.transactions.sweep import run_and_check
 
@@ -117,9 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             row = {"seed": seed, "variant": v, **d, **r, "wall_s": round(time.monotonic() - t0, 1)}
             rows.append(row)
-            print(f"seed {seed} {v}: {'PASS' if r['passed'] else 'FAIL'} brokers={d['brokers']} "
-                  f"inst={d['instances']}x{d['threads']} tx={d['transactions']} crash={d['crash']} "
-                  f"ends={r.get('ends', '')} failed={r['failed']} {row['wall_s']} s", flush=True)
+            show(row)
+    flush()
     passed = sum(1 for r in rows if r["passed"])
     by: dict[str, dict[str, int]] = {}
     for r in rows:

@@ -13,13 +13,9 @@ import pytest
 from testbed.protocols.transactions.analysis.randomized import describe, generate
 from testbed.protocols.transactions.sweep import run_and_check
 
-# S-TX with a crash loses committed transactions begun while the restarted broker settles: an open
-# bug of issue #27 (seed 201 here, seed 305 of the in-memory sweep; docs/transactions.md). The case
-# stays, marked as the known failure it is, so its fix shows as an XPASS.
-OPEN_STX_CRASH_BUG = pytest.mark.xfail(reason="issue #27: S-TX loses committed transactions begun while a "
-                                              "restarted broker settles (open)", strict=False)
-CASES = [(201, "dtx", True), pytest.param(201, "stx", True, marks=OPEN_STX_CRASH_BUG), (200, "stx", False),
-         (200, "dtx", False)]
+# seed 201 S-TX with a crash was the open S-TX restart bug of issue #27 (fixed: docs/transactions.md,
+# "S-TX around a restart"); it must pass like the others
+CASES = [(201, "dtx", True), (201, "stx", True), (200, "stx", False), (200, "dtx", False)]
 
 
 @pytest.mark.slow

@@ -84,3 +84,55 @@ def advpub(variant: str, brokers: dict[str, list[str]] | None = None, c2: list[s
 
 def run_advpub(variant: str, seconds: float = 8.0, **kw: Any) -> Sim:
     return simulate(advpub(variant, **kw), seconds)
+
+
+def run_random(seed: int, variant: str, crash: bool, duration_s: float = 14.0) -> tuple[Sim, dict[str, Any]]:
+    """The randomized topology of ``seed`` (testbed.protocols.transactions.analysis.randomized)
+    on the in-memory runtime, as scripts/transactions_sweep.py --runtime sim runs it: the sim
+    (logs in ``sim.logs``) and the drawn choices."""
+    from testbed.protocols.transactions.analysis.randomized import THINK_S, adjacency, draw
+
+    d = draw(seed, crash)
+    cfgs = scenario(variant, brokers=adjacency(d), attach=d["attach"], instances=d["instances"],
+                    threads=d["threads"], transactions=d["transactions"], timeout=2.0, settle=1.0, think=THINK_S,
+                    conflict=variant != "blwait")
+    for c in cfgs.values():
+        c["seed"] = seed
+    sim = Sim(cfgs, delay_ms=5.0)
+    sim.start()
+    sim.run_for(1.0)
+    sim.start_workload(0.0, duration_s)
+    c = d["crash"]
+    if c:
+        sim.run_for(c["at_s"])
+        sim.crash(c["victim"])
+        sim.run_for(c["down_s"])
+        sim.restart(c["victim"])
+        sim.run_for(duration_s - c["at_s"] - c["down_s"])
+    else:
+        sim.run_for(duration_s)
+    sim.shutdown()
+    return sim, d
+
+
+def lost_commits(logs: list[dict[str, Any]]) -> list[str]:
+    """The committed transactions of a scenario history (no Spark) whose publications did not
+    reach the clients they must reach: a dispatch's op5 delivered to its agent and not to its
+    dispatcher, a probe's op6 delivered to exactly one client, every participant's outcome
+    committed. One line per such transaction."""
+    begins = {r["tx"]: r for r in logs if r["ev"] == "tx_begin"}
+    committed = {r["tx"] for r in logs if r["ev"] == "tx_end" and r["outcome"] == "committed"}
+    deliv: dict[str, list[tuple[str, int]]] = {}
+    for r in logs:
+        if r["ev"] == "tx_deliver":
+            deliv.setdefault(r["tx"], []).append((r["client"], int(r["n"])))
+    bad = []
+    for tx in sorted(committed):
+        b, got = begins[tx], deliv.get(tx, [])
+        if b["kind"] == "dispatch":
+            ok = (b["agent"], 5) in got and (b["dispatcher"], 5) not in got
+        else:
+            ok = len([c for c, n in got if n == 6]) == 1
+        if not ok:
+            bad.append(f"{tx} ({b['kind']}): delivered {sorted(got)}")
+    return bad

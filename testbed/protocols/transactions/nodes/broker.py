@@ -27,6 +27,15 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
                                            since it (re)started adopts the highest
     txopok  {k, tx, op}                    S-TX: a neighbour broker processed (or knows) an
                                            operation; the sender stops keeping it for re-sending
+    txknown {k, ops: [[tx, op], ...]}      S-TX, on a connection coming up (from a neighbour
+                                           broker or a local client): operations the receiver
+                                           is known to have processed (it sent them on, or
+                                           acknowledged them); a restarted broker re-learns
+                                           them before its held messages are processed; from a
+                                           neighbour, it also says its re-sync is complete
+    txsynced {k, c}                        S-TX: a client process re-sent everything to its
+                                           restarted broker (after its subscriptions, txknown,
+                                           operations and outcomes)
 
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
@@ -47,11 +56,16 @@ undo log is applied on abort, prepare is always TRUE. S-TX: operations act on th
 shared table (undo log for an explicit abort), no acknowledgements; an operation or a
 commit waits while one of its sub/usub dependencies is satisfiable here and not yet
 processed (§6.2; satisfiable = a matching advertisement whose last hop is not the
-dependency sender's CRT hop); waiters are released in arrival order.
+dependency sender's CRT hop); waiters are released in arrival order. An operation of a
+transaction already committed here (re-sent after a restart, behind the re-sent outcome) is
+processed after its dependencies like any other, and the outcome follows it to the clients it
+reaches; a commit re-sent by its TXC carries its dependencies and waits for them.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +78,8 @@ from testbed.protocols.transactions.nodes.snapshot import table_ids
 
 FLOODS = ("txinit", "txprep", "txcmt", "txabt")
 TX_KINDS = frozenset(FLOODS + tuple(k + "ack" for k in FLOODS)
-                     + ("txop", "txack", "join", "txq", "txssid", "txopok"))
-UNHELD = ("join", "txssid")  # taken at once by a broker that is re-learning its state
+                     + ("txop", "txack", "join", "txq", "txssid", "txopok", "txknown", "txsynced"))
+UNHELD = ("join", "txssid", "txknown", "txsynced")  # taken at once by a broker that is re-learning its state
 RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes back
 
 
@@ -94,7 +108,8 @@ class TxBroker(Broker):
         # a (re)started broker first re-learns its routing state: transaction messages that come
         # within `settle` of its start wait until then (at the first start none come that early)
         hold = float((self.config.get("params") or {}).get("settle", 1.0))
-        self._hold_until = rt.mono_ns() + int(hold * 1e9)
+        self._started_ns = rt.mono_ns()
+        self._hold_until = self._started_ns + int(hold * 1e9)
         self._held: list[tuple[str, dict[str, Any]]] | None = []
         self._trig_k = 0  # operations this broker triggered (adv/uadv releasing subscriptions)
         self._sub_ops: dict[str, dict[str, str]] = {}  # tx -> sub id -> the op that last touched it
@@ -124,15 +139,25 @@ class TxBroker(Broker):
         for src, msg in held:
             self.on_message(src, msg)
 
+    def _holding(self) -> bool:
+        """Transaction messages wait: ``settle`` after the start (S-TX, after a restart: also
+        until every peer re-synchronised it)."""
+        return self.rt.mono_ns() < self._hold_until
+
+    def _try_flush(self) -> None:
+        if self._held is not None and not self._holding():
+            self._flush_held()
+
     def on_message(self, src: str, msg: dict[str, Any]) -> None:
         k = msg.get("k")
         if k not in TX_KINDS:
             super().on_message(src, msg)
             return
         if self._held is not None and k not in UNHELD:
-            if self.rt.mono_ns() < self._hold_until:
+            if self._holding():
                 if not self._held:
-                    self.rt.call_later((self._hold_until - self.rt.mono_ns()) / 1e9, self._flush_held)
+                    for t in self._hold_checks():
+                        self.rt.call_later(max(0.0, (t - self.rt.mono_ns()) / 1e9), self._try_flush)
                 self._held.append((src, msg))
                 return
             self._flush_held()
@@ -164,6 +189,8 @@ class TxBroker(Broker):
             self._on_ssid(frm, msg)
         elif k == "txopok":
             self._on_op_ok(frm, msg)
+        elif k == "txknown":
+            self._on_known(frm, msg)
         elif k == "txq":  # a client asks for an outcome it may have missed (its broker restarted)
             tx = msg["tx"]
             if tx in self.terminated:
@@ -298,6 +325,14 @@ class TxBroker(Broker):
 
     def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
         pass
+
+    def _on_known(self, frm: str, msg: dict[str, Any]) -> None:
+        pass
+
+    def _hold_checks(self) -> list[int]:
+        """When (mono ns) to see whether the hold can end (it also ends when the last peer
+        re-synchronised, S-TX)."""
+        return [self._hold_until]
 
     # -- shared by the variants: apply one op to a table ------------------------------------
     def _apply(self, table: RoutingTable, op: dict[str, Any], frm: str,
@@ -588,10 +623,34 @@ class StxBroker(TxBroker):
         self.processed: set[tuple[str, str]] = set()
         self.buffer: list[tuple[str, str, dict[str, Any]]] = []  # (kind, from, msg) in arrival order
         self.undo: dict[str, list[tuple]] = {}
-        # tx -> (hop, txop) sent to a neighbour broker and not yet acknowledged (txopok) by it,
-        # kept after the transaction ended here: re-sent when the connection comes back
+        # tx -> (hop, txop) sent to a neighbour broker, kept while tx is open here or among the
+        # recent outcomes (also once acknowledged: a neighbour killed after acknowledging an
+        # operation may have lost what it sent on), re-sent when the connection comes back
         self.sent_ops: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        self._hold_s = float((self.config.get("params") or {}).get("hold_timeout", 10.0))
+        # tx -> neighbour broker -> ids of the operations of tx it is known to have processed and
+        # sent on (it sent them here), while tx is open or among the recent outcomes: told to it
+        # (txknown) when its connection comes back, a restart having emptied its `processed`
+        self.known_at: dict[str, dict[str, set[str]]] = {}
+        p = self.config.get("params") or {}
+        self._hold_s = float(p.get("hold_timeout", 10.0))
+        # A restarted broker holds transaction messages until every neighbour and every client
+        # process it had before the crash has re-synchronised it (a neighbour's txknown, a client
+        # process's txsynced), at most params.resync_wait after the end of settle (a peer that is
+        # down too): a fixed settle ended the hold before a peer whose reconnection backed off had
+        # re-subscribed. Its client processes are kept in its stable state_dir (the first life
+        # writes them; a file there means a restart).
+        sd = self.config.get("state_dir") or ""
+        self._peers_file = os.path.join(sd, "stx_peers.json") if sd else ""
+        self._procs: set[str] = set()
+        self._expect: set[str] = set()
+        self._resync_cap = self._hold_until + int(float(p.get("resync_wait", 5.0)) * 1e9)
+        if self._peers_file and os.path.exists(self._peers_file):
+            try:
+                with open(self._peers_file) as f:
+                    self._procs = set(json.load(f))
+            except (OSError, ValueError):
+                self._procs = set()
+            self._expect = set(self.table.neighbors) | self._procs
         self._held_since: dict[tuple[str, str], int] = {}  # (kind, tx) of a buffered outcome -> mono ns
 
     def _peer_up_tx(self, peer: str) -> None:
@@ -601,20 +660,82 @@ class StxBroker(TxBroker):
         for c, hop in self.crt.items():  # a restarted neighbour lost its CRT
             if hop != peer:
                 self.rt.send(peer, {"k": "join", "c": c})
+        # what it had processed (a restarted one forgot): not processed twice, deps met; also the
+        # mark that this neighbour's re-sync (routing, CRT) is complete
+        ops = [[tx, oid] for tx, by in self.known_at.items() for oid in sorted(by.get(peer, ()))]
+        self.rt.send(peer, {"k": "txknown", "ops": ops})
         for tx, sent in self.sent_ops.items():
             for hop, msg in sent:
                 if hop == peer:
                     self.rt.send(peer, msg)
         super()._peer_up_tx(peer)
 
-    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
-        tx, oid = msg["tx"], msg["op"]
-        sent = self.sent_ops.get(tx)
-        if sent is None:
+    def on_message(self, src: str, msg: dict[str, Any]) -> None:
+        if src not in self._nset and src not in self._procs and msg.get("c") is not None:
+            self._procs.add(src)  # a client process attached here: expected back after a restart
+            self._save_procs()
+        k = msg.get("k")
+        if src in self._expect and ((k == "txknown" and src in self._nset) or k == "txsynced"):
+            self._expect.discard(src)
+            if not self._expect:
+                self._resync_done()
+        if k == "txsynced":
             return
-        sent[:] = [(h, m) for h, m in sent if not (h == frm and m["op"]["id"] == oid)]
-        if not sent:
-            del self.sent_ops[tx]
+        super().on_message(src, msg)
+
+    def _save_procs(self) -> None:
+        if not self._peers_file:
+            return
+        try:
+            os.makedirs(os.path.dirname(self._peers_file), exist_ok=True)
+            tmp = self._peers_file + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(sorted(self._procs), f)
+            os.replace(tmp, self._peers_file)
+        except OSError as e:
+            self.rt.log("broker_bad_message", peer="", kind="state", reason=f"cannot keep the client processes: {e}")
+
+    def _holding(self) -> bool:
+        now = self.rt.mono_ns()
+        return now < self._hold_until or (bool(self._expect) and now < self._resync_cap)
+
+    def _hold_checks(self) -> list[int]:
+        return [self._hold_until] + ([self._resync_cap] if self._expect else [])
+
+    def _resync_done(self) -> None:
+        self.rt.log("tx_resync_done", waited_ms=round((self.rt.mono_ns() - self._started_ns) / 1e6, 3),
+                    missing=sorted(self._expect))
+        self._try_flush()
+
+    def _try_flush(self) -> None:
+        if self._expect and self.rt.mono_ns() >= self._resync_cap:
+            self._resync_done_late()
+        super()._try_flush()
+
+    def _resync_done_late(self) -> None:
+        """The cap passed with peers still missing (down too): go on without them, logged."""
+        missing, self._expect = sorted(self._expect), set()
+        self.rt.log("tx_resync_done", waited_ms=round((self.rt.mono_ns() - self._started_ns) / 1e6, 3),
+                    missing=missing)
+
+    def _known(self, hop: str, tx: str, oid: str) -> None:
+        if hop in self._nset and (tx not in self.terminated or tx in self.recent):
+            self.known_at.setdefault(tx, {}).setdefault(hop, set()).add(oid)
+
+    def _on_known(self, frm: str, msg: dict[str, Any]) -> None:
+        """Operations this broker processed before it (re)started, as a neighbour or a local
+        client knows them: marked processed (a re-sent copy is not applied twice on the re-learnt
+        table, and what depends on them is not held for them)."""
+        new = [(str(tx), str(oid)) for tx, oid in msg["ops"] if (tx, oid) not in self.processed]
+        self.processed.update(new)
+        if new:
+            self.rt.log("tx_known_resync", peer=frm, ops=len(new))
+            self._release()
+
+    def _on_op_ok(self, frm: str, msg: dict[str, Any]) -> None:
+        """A neighbour processed an operation. Not enough to forget it: a neighbour killed right
+        after may not have got out what it sent on (seed 405), so sent_ops keeps it for a
+        restart, and it is not counted in txknown (only what arrived from the neighbour is)."""
 
     def _op_ok(self, frm: str, tx: str, oid: str) -> None:
         if frm in self._nset:
@@ -632,6 +753,9 @@ class StxBroker(TxBroker):
         if outcome == "aborted":
             self.sent_ops.pop(tx, None)  # nothing of it is to arrive anywhere
         super()._terminate(tx, outcome)
+        for d in (self.known_at, self.sent_ops):
+            for old in [t for t in d if t in self.terminated and t not in self.recent]:
+                del d[old]  # out of the recent outcomes: no longer re-sent either
 
     def _on_join(self, frm: str, msg: dict[str, Any]) -> None:
         c = msg["c"]
@@ -658,24 +782,27 @@ class StxBroker(TxBroker):
         return False
 
     def _on_op(self, frm: str, msg: dict[str, Any]) -> None:
-        tx = msg["tx"]
-        if tx in self.terminated:
-            if (tx, msg["op"]["id"]) not in self.processed and self.terminated[tx] == "committed":
-                # an operation that meets its commit coming the other way (a sub/usub a broker
-                # triggered, Alg 2, travelling back toward the advertiser: S-TX has no acks to
-                # hold the commit for it), or that comes late, re-sent after a neighbour's
-                # restart: committed, it still applies (as it would have a moment earlier)
-                self._process(frm, msg, late=True)
-                for d in (self._parts, self._sub_ops):  # nothing kept for it
-                    d.pop(tx, None)
-                return
-            self._op_ok(frm, tx, msg["op"]["id"])  # processed already, or aborted: nothing to do
+        tx, oid = msg["tx"], msg["op"]["id"]
+        self._known(frm, tx, oid)  # the sender processed it (a broker forwards what it processed)
+        if (tx, oid) in self.processed or self.terminated.get(tx) == "aborted":
+            op = msg["op"]
+            e = self.table.prt.get(op.get("sid")) if op["kind"] == "usub" else None
+            if e is not None and e.hop == frm and self.terminated.get(tx) != "aborted":
+                # a usub processed here before, re-sent after a restart, whose subscription is back
+                # from the hop it comes from: the client re-issued its standing subscription to its
+                # restarted broker (it re-sends op4 after it), and the re-sync spread it. Applied
+                # again (not logged as processed twice), and on along the subscription's path
+                dests, _ = self._apply_full(self.table, op, frm, None)
+                self._forward_op(tx, frm, msg, dests)
+            self._op_ok(frm, tx, oid)  # re-sent after a reconnection and known here, or aborted
             return
-        if (tx, msg["op"]["id"]) in self.processed:
-            self._op_ok(frm, tx, msg["op"]["id"])
-            return  # re-sent after a reconnection, known here
-        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == msg["op"]["id"] for b in self.buffer):
+        if any(b[2]["tx"] == tx and b[0] == "txop" and b[2]["op"]["id"] == oid for b in self.buffer):
             return  # re-sent, waiting here: acknowledged once processed
+        # an operation of a transaction committed here already (it meets its commit coming the
+        # other way: a sub/usub a broker triggered, Alg 2, travelling back toward the advertiser,
+        # or an operation re-sent after a restart, behind the re-sent outcome) still applies, as
+        # it would have a moment earlier: after its dependencies, like any other (_process then
+        # hands the outcome to the clients it reaches)
         self._part(tx, frm)
         if self.buffer or self._blocked(tx, msg.get("d") or []):
             self.buffer.append(("txop", frm, msg))
@@ -684,12 +811,20 @@ class StxBroker(TxBroker):
         self._process(frm, msg)
         self._release()
 
-    def _process(self, frm: str, msg: dict[str, Any], late: bool = False) -> None:
+    def _process(self, frm: str, msg: dict[str, Any]) -> None:
         tx, op = msg["tx"], msg["op"]
+        late = self.terminated.get(tx) == "committed"
         known = op["kind"] == "sub" and op["sid"] in self.table.prt
+        unknown = op["kind"] == "usub" and op["sid"] not in self.table.prt
         dests, trig = self._apply_full(self.table, op, frm, None if late else self.undo.setdefault(tx, []))
         if known:  # learned by a routing re-sync after a restart: the operation still goes on
             dests = [n for n in self.table.neighbors if n != frm and op["sid"] in self.table.sent[n]]
+        elif unknown:
+            # a usub of a subscription this broker does not hold: it lost it in a restart (the
+            # usub came along the subscription's path), and with it where it had sent it on; a
+            # neighbour it had sent it to still holds it and waits for this usub (S-TX holds
+            # their commits for it): it goes on to every neighbour (a no-op where it is unknown)
+            dests = [n for n in self.table.neighbors if n != frm]
         self.processed.add((tx, op["id"]))
         self._op_ok(frm, tx, op["id"])
         if op.get("orig"):  # a triggered sub/usub continues the transaction's own operation
@@ -699,6 +834,16 @@ class StxBroker(TxBroker):
         self._forward_op(tx, frm, msg, dests)
         for h, kind, sid, f in trig:  # Alg 2 in S-TX: sent on at once, no acknowledgements
             self._triggered(tx, op, h, kind, sid, f)
+        if late:
+            # the commit passed here before this operation: a client it reached takes part only
+            # now and would never learn the outcome (its publications never delivered): the
+            # outcome follows the operation to it. A neighbour broker that ended the
+            # transaction too does the same for its clients; one that did not gets the commit
+            # by the flood (or the re-sent outcomes) as usual
+            for h in sorted(self._parts.pop(tx, ())):
+                if h != frm:
+                    self.send_hop(h, {"k": "txcmt", "tx": tx, "rs": True})
+            self._sub_ops.pop(tx, None)
 
     def _flood_step(self, kind: str, frm: str, msg: dict[str, Any]) -> dict[str, Any] | None:
         tx = msg["tx"]
@@ -708,14 +853,18 @@ class StxBroker(TxBroker):
             # commit, it waits behind the transaction's buffered operations (their dependencies)
             if msg.get("rs") or "d" not in msg:
                 mine = [b for b in self.buffer if b[2]["tx"] == tx]
-                if kind == "txabt" or not mine:
+                if kind == "txabt":
                     self.buffer = [b for b in self.buffer if b[2]["tx"] != tx]
                     return self._stx_end(kind, tx, msg)
                 if any(b[0] != "txop" for b in mine):
                     return None  # its outcome waits here already
-                deps: list[list[Any]] = []
+                # a commit re-sent by its TXC carries its dependencies (those of the operations
+                # it re-sent just before): it waits for them as the first one would have
+                deps: list[list[Any]] = list(msg.get("d") or [])
                 for b in mine:
                     deps += [d for d in b[2].get("d") or [] if d not in deps]
+                if not mine and not self._blocked(tx, deps):
+                    return self._stx_end(kind, tx, msg)
                 self._hold(kind, frm, {"k": kind, "tx": tx, "rs": True, "d": deps})
                 return None
             if self.buffer or self._blocked(tx, msg.get("d") or []):

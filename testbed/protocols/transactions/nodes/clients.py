@@ -237,10 +237,14 @@ class ScenarioHost(Node):
         # outcomes the restarted broker may have lost: the TXC re-sends its decisions not yet
         # acknowledged; a participant asks about transactions it holds without an outcome; S-TX:
         # this process's operations of open transactions, again (the TXManager keeps them)
-        for what in ("outcomes", "queries", "ops"):
+        for what in TXManager.RESYNC:
             for c, m in self.mgr.items():
                 if self.broker_of[c] == peer:
                     m.resync(what)
+        if self.variant == "stx":  # all is re-sent: the broker's hold can end (as far as we go)
+            c = next((c for c, b in self.broker_of.items() if b == peer), None)
+            if c is not None:
+                self._send(c, {"k": "txsynced"})
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:
         if self.role != "coordinator":

@@ -51,3 +51,10 @@ declare("tx_ssid_resync", P, "D-TX/D-TXNI: a (re)started broker adopted a neighb
 declare("tx_hold_timeout", P, "S-TX: a commit or abort held for dependencies (missing: their op ids) "
         "longer than params.hold_timeout was applied without them.",
         tx="str", outcome="str", waited_ms="float", missing="list[str]")
+declare("tx_known_resync", P, "S-TX: a (re)started broker learned from a neighbour or a local client (peer) "
+        "that it had processed ops operations before it restarted (txknown); they are not processed again.",
+        peer="str", ops="int")
+declare("tx_resync_done", P, "S-TX: a restarted broker was re-synchronised by every neighbour (txknown) and "
+        "every client process (txsynced) it had before (missing: those that did not come within "
+        "params.resync_wait after settle); waited_ms since its start. Its held messages go on from here.",
+        waited_ms="float", missing="list[str]")

@@ -90,6 +90,13 @@ class TxState:
 
 
 class TXManager:
+    # what resync() re-sends to a restarted broker, in this order: S-TX, the operations it had
+    # processed (received from it), then the operations before the outcomes that end their
+    # transactions (a commit ahead of them ended the transaction there before any of its
+    # operations); the participants' queries last
+    RESYNC = ("known", "ops", "outcomes", "queries")
+    KNOWN_TXS = 512  # S-TX: the last transactions whose received operations "known" reports
+
     def __init__(self, rt: Any, client: str, broker: str, variant: str,
                  notify: Callable[[str, str, dict[str, Any]], Any] | None = None,
                  on_tcm: Callable[[str, str, dict[str, Any]], Any] | None = None,
@@ -178,10 +185,24 @@ class TXManager:
         """This client's broker came back (restarted, maybe empty): send again what it may have
         lost. ``what``: ``outcomes`` (the TXC's decisions not yet acknowledged, as re-sent
         outcomes ``rs``), ``queries`` (``txq`` for each transaction held here without an outcome)
-        or ``ops`` (S-TX: the operations of transactions still open here)."""
+        ``ops`` (S-TX: the operations of transactions still open here) or ``known`` (S-TX: the
+        operations received from the broker, so processed there, in one ``txknown``, for the last
+        :attr:`KNOWN_TXS` transactions this client took part in); :attr:`RESYNC` is the
+        order to call it in. An S-TX outcome carries its dependencies again (the broker holds it
+        until they are processed there, as it did the first one)."""
+        if what == "known":
+            if self.variant == "stx":
+                parts = [st for st in self.txs.values() if st.seen][-self.KNOWN_TXS:]
+                ops = [[st.tx, oid] for st in parts for oid in sorted(st.seen)]
+                if ops:
+                    self._send({"k": "txknown", "ops": ops})
+            return
         for st in self.txs.values():
             if what == "outcomes" and st.coordinator and st.outcome and not st.acked:
-                self._send({"k": "txcmt" if st.outcome == "committed" else "txabt", "tx": st.tx, "rs": True})
+                m: dict[str, Any] = {"k": "txcmt" if st.outcome == "committed" else "txabt", "tx": st.tx, "rs": True}
+                if self.variant == "stx" and st.commit_deps is not None:
+                    m["d"] = st.commit_deps
+                self._send(m)
             elif what == "queries" and not st.coordinator and not st.outcome:
                 self._send({"k": "txq", "tx": st.tx})
             elif what == "ops" and self.variant == "stx" and not (st.acked if st.coordinator else st.outcome):
@@ -377,7 +398,13 @@ class TXManager:
         kind = op["kind"]
         self.rt.log("tx_recv", client=self.client, tx=tx, op_id=op["id"], kind=kind, n=int(op.get("n") or 0))
         if st.outcome:
-            return  # late: the transaction ended here already
+            # late: the transaction ended here already. S-TX: a publication re-sent after a
+            # broker's restart can come after the outcome; delivered now if it committed,
+            # discarded if it aborted (D-TX/D-TXNI acknowledge every operation before the commit)
+            if self.variant == "stx" and kind in ("pub", "tcm") and not st.coordinator:
+                st.buffered.append(op)
+                self._finish(st, st.outcome)
+            return
         if kind in ("pub", "tcm"):
             st.buffered.append(op)
         if kind == "tcm" and self.on_tcm is not None:
