@@ -15,7 +15,8 @@ nacked, the saw-tooth of messages repaired together); Fig 7 the route switch to 
 consolidation at b2 and the nack ranges against b1's stall, the second peak at b1's recovery;
 Fig 8 the PHB's AckExpected recovery. By construction (never judged): the ~100 ms GD - best-effort
 gap (the topology's ``log_force: 100ms``), Fig 6's notice time and its last message's latency
-(the injected 2.5 s silent cut, then a close detected at once).
+(the injected 2.5 s silent cut, then a close detected at once), Fig 7's first latency peak (the
+injected 2.75 s stall of b1).
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ STALL_NOTICE = ("the injected faults (fig6.yaml): a silent cut of b1-s1 for 2.5 
                 "configured 2.5 s")
 STALL_PEAK = ("the same 2.5 s silent cut: the last message published before it waits the stall plus one nack "
               "round trip, so its latency is the configured 2.5 s plus a round trip")
+STALL_B1 = ("the injected stall of b1 (fig7.yaml: 2.75 s, then a crash detected at once; no node detects a "
+            "stall before the 3 s link timeout): the messages b1 holds wait out the configured stall before the "
+            "crash reroutes them via b2, so the first peak (about the stall) is set by the plan; it was judged as "
+            "'>= 1000 ms', which no run with this stall can miss")
 HARDWARE_LOG = ("set by the paper's logging hardware (a disk write per message at the PHB); here a local fsync "
                 "on a shared 2-core machine: reported, not judged")
 
@@ -226,8 +231,9 @@ def claims_6(ms: list[dict[str, Any]]) -> list[C.Claim]:
 def claims_7(ms: list[dict[str, Any]]) -> list[C.Claim]:
     g = lambda k: [m[k] for m in ms]  # noqa: E731
     return [
-        C.shape(7, "first latency peak from the stall", [m["s1_peak_latency_ms"] >= 1000 for m in ms],
-                judged="s1's peak latency during the stall >= 1000 ms", samples=g("s1_peak_latency_ms")),
+        C.by_construction(7, "first latency peak from the stall", g("s1_peak_latency_ms"), decided_by=STALL_B1,
+                          paper_value="a peak", what="s1's peak latency of the messages published from the stall "
+                                                     "to 1 s after the crash (ms)"),
         C.shape(7, "all traffic moves to b2", [m["p1_routes_to_ib1_while_b1_down"] == ["b2"] for m in ms],
                 judged="p1 routes cell ib1 via b2 only while b1 is down"),
         C.shape(7, "second peak at b1's restart with no nacks", [m["nacks_within_5s_of_restart"] == 0 for m in ms],
