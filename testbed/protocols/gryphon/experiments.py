@@ -16,7 +16,7 @@ consolidation at b2 and the nack ranges against b1's stall, the second peak at b
 Fig 8 the PHB's AckExpected recovery. By construction (never judged): the ~100 ms GD - best-effort
 gap (the topology's ``log_force: 100ms``), Fig 6's notice time and its last message's latency
 (the injected 2.5 s silent cut, then a close detected at once), Fig 7's first latency peak (the
-injected 2.75 s stall of b1).
+injected 2.75 s stall of b1) and Fig 8's held messages' latency (p1's configured downtime).
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ STALL_B1 = ("the injected stall of b1 (fig7.yaml: 2.75 s, then a crash detected 
             "stall before the 3 s link timeout): the messages b1 holds wait out the configured stall before the "
             "crash reroutes them via b2, so the first peak (about the stall) is set by the plan; it was judged as "
             "'>= 1000 ms', which no run with this stall can miss")
+PHB_DOWN = ("the injected stall, crash and restart of p1 (fig8.yaml: a 2.5 s stall, then down 12 s at quick scale, "
+            "20 s at paper scale): a message p1 logged but had not sent before the crash can only leave p1 after "
+            "its restart, so its latency is at least the configured downtime; that it is delivered at all (exactly "
+            "once) is the history checks'. Judged as '>= half the downtime' before the rule-4 audit (#28)")
 HARDWARE_LOG = ("set by the paper's logging hardware (a disk write per message at the PHB); here a local fsync "
                 "on a shared 2-core machine: reported, not judged")
 
@@ -298,10 +302,10 @@ def claims_8(ms: list[dict[str, Any]]) -> list[C.Claim]:
     return [
         C.shape(8, "no nacks while p1 is down (DCT infinite)", [m["nacks_while_down"] == 0 for m in ms],
                 judged="no nack between p1's crash and restart", samples=g("nacks_while_down")),
-        C.shape(8, "logged-but-unsent messages show high latency (partial sawtooth)",
-                [m["held_max_latency_ms"] >= 500 * m["downtime_s"] for m in ms],
-                judged="max latency of messages sent during the stall >= half the downtime",
-                samples=g("held_max_latency_ms")),
+        C.by_construction(8, "logged-but-unsent messages show high latency (partial sawtooth)",
+                          g("held_max_latency_ms"), decided_by=PHB_DOWN, paper_value="high latency",
+                          downtime_s=g("downtime_s"), what="max s1 latency of the messages published during p1's "
+                                                           "stall (ms)"),
         C.shape(8, "on recovery AckExpected triggers nacks from s1..s5",
                 [m["ackexpected_after_restart"] >= 1 and m["shbs_nacking_after_restart"] == ["s1", "s2", "s3", "s4", "s5"]
                  for m in ms], judged=">= 1 AckExpected after the restart and nacks from every SHB",
