@@ -253,6 +253,19 @@ def test_gryphon_sawtooth_and_second_peak_measures():
     got = G.sawtooth(lat, 5.0, 7.5)
     assert abs(got["sawtooth_slope"] + 1.0) < 1e-6 and got["sawtooth_points"] == 25
     assert G.sawtooth(lat, 20.0, 21.0)["sawtooth_slope"] is None
+    # Fig 6 is drawn for a pubend whose messages flowed on the cut link: s1 gets the other pubends via
+    # b2 at their normal latency; fitted together the slope is a mix (-0.5 here, as the 2026-11-27
+    # quick reproduction measured -0.49), each cut pubend's own is -1. Only the pubends s1 nacked count.
+    cut = pd.DataFrame({"broker": "s1", "pubend": "p1/pubs-0", "pub_s": t, "lat_ms": [1e3 * (8.0 - x) for x in t]})
+    via_b2 = pd.DataFrame({"broker": "s1", "pubend": "p1/pubs-1", "pub_s": t, "lat_ms": 10.0})
+    both = pd.concat([cut, via_b2])
+    assert -0.55 < G.sawtooth(both, 5.0, 7.5)["sawtooth_slope"] < -0.45
+    nk = pd.DataFrame({"node": ["s1", "s1", "s2"], "nack_s": [7.81, 7.8101, 7.9],
+                       "pubend": ["p1/pubs-0", "p1/pubs-0", "p1/pubs-3"]})
+    assert G.nacked_pubends(nk, "s1", 5.0) == ["p1/pubs-0"] and abs(G.nack_span_s(nk, "s1", 5.0) - 1e-4) < 1e-9
+    only = G.sawtooth(both, 5.0, 7.5, G.nacked_pubends(nk, "s1", 5.0))
+    assert abs(only["sawtooth_slope"] + 1.0) < 1e-6 and only["sawtooth_points"] == 25
+    assert only["sawtooth_pubends"] == ["p1/pubs-0"] and G.nack_span_s(nk, "s1", 9.0) is None
     after = pd.DataFrame({"broker": ["s1"] * 4, "pub_s": [9.0, 12.0, 15.0, 15.5], "lat_ms": [20.0, 30.0, 900.0, 25.0]})
     sp = G.second_peak(after, t_crash=10.0, t_restart=15.5)
     assert abs(sp["second_peak_after_restart_s"] - 0.4) < 1e-9 and sp["second_peak_latency_ms"] == 900.0
@@ -472,4 +485,7 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
     saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
                if c.sentence.startswith("the latency graph"))
     assert saw.verdict == C.FAIL
-    assert "sent 10 nacks" in _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["explanation"]
+    text = _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0, "s1_nack_span_ms": 850.0}})["explanation"]
+    assert "sent 10 nacks on average, the first and last up to 850 ms apart" in text
+    # the repair's spread not measured (a run without nacks' times): not explained
+    assert _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["not_measured"] == ["s1_nack_span_ms"]
