@@ -15,6 +15,17 @@ The history checks P1-P9 run on every run of the reproduction, batched (``_check
 Every figure run is read back in one Spark job (``testbed.protocols.mobility.analysis.measure``): one row per
 move; a move counts when it committed and began after the warm-up (``WARMUP_S``). Comparisons are
 judged over the seeds (``repeats``) by ``testbed.experiments.claims``; every tolerance is in ``TOL``.
+
+What the judged claims test (docs/mobility.md, "Claims", lists kind, band and reason): Figs 8-9
+reconfiguration's path against covering's unsubscription and subscription waves, whose cost grows
+with what the moving subscription covers (the workloads), the joining load and the route's
+length; Fig 10 how each protocol's moves load the brokers as more clients move (covering's waves,
+reconfiguration's fixed path, the total messages); Fig 11 the covered root's wave; Fig 12 how
+covering's cost depends on what moves (roots, then leaves and distinct subscriptions); Fig 13
+the path's length in a larger tree; Fig 14 both protocols under 50 ms links. By construction
+(never judged): reconfiguration's fixed messages per move (Figs 9, 10, 13) and "both slower in the
+wide area" (the link delays we configure). Failing-data cases for every judged claim:
+tests/unit/experiments/test_claims_can_fail.py.
 """
 
 from __future__ import annotations
