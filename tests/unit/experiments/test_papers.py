@@ -474,13 +474,14 @@ def test_ordering_explanations_render_with_the_reproductions_numbers_or_are_not_
 def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes():
     from testbed.experiments.runner import _explained
 
-    ids = {c.id for c in G.claims_45(_rows45(), [4, 5])} | {c.id for c in G.claims_6([_m6()] * 3)}
+    ids = {c.id for c in G.claims_45(_rows45(), [4, 5]) + G.claims_6([_m6()] * 3) + G.claims_7([_m7()] * 3)}
     assert set(G.EXPLAINED) <= ids
     c = G.claims_45(_rows45(rem_be=(5.0, 5.0)), [5])[0]
     assert c.verdict == C.FAIL and c.sentence.startswith("remote latency rises")
     d = _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, "load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2,
                                     "load_runs": 12}})
     assert "7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
+    assert "CPU points" not in d["explanation"]  # a latency claim: the load is cited, not a CPU unit
     assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "cpus": 2}})["not_measured"] == ["fanout_msgs_s"]
     saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
                if c.sentence.startswith("the latency graph"))
@@ -489,3 +490,21 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
     assert "sent 10 nacks on average, the first and last up to 850 ms apart" in text
     # the repair's spread not measured (a run without nacks' times): not explained
     assert _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["not_measured"] == ["s1_nack_span_ms"]
+
+
+def test_gryphon_fig4_cpu_and_fig7_second_peak_failures_are_explained_with_measured_numbers():
+    from testbed.experiments.runner import _explained
+
+    load = {"load_1m_max": 8.5, "load_1m_mean": 3.7, "cpus": 2, "load_runs": 12}
+    cl = {c.sentence: c for c in G.claims_45(_rows45(cpu_s1=(10.0, 10.0)), [4])}
+    rise = cl["CPU at the SHB increases with the number of subscribers, and GD's is higher than best-effort's"]
+    assert rise.verdict == C.FAIL
+    text = _explained(G.PAPER, rise, {4: load})["explanation"]
+    assert "against the seeds' spread" in text and "reached 8.5 on 2 cores" in text
+    assert _explained(G.PAPER, rise, {})["not_measured"] == ["load_1m_max", "cpus"]
+    late = next(c for c in G.claims_7([_m7(second_peak_after_restart_s=v) for v in (-4.0, -4.5, -5.0)])
+                if c.sentence.startswith("the second latency peak"))
+    assert late.verdict == C.FAIL
+    d = _explained(G.PAPER, late, {7: {"second_peak_ms": [207, 195, 240], "normal_ms": [260, 262, 258]}})
+    assert "[207, 195, 240] ms per seed, delivered -4.5" in d["explanation"] and "[260, 262, 258] ms" in d["explanation"]
+    assert _explained(G.PAPER, late, {7: {"normal_ms": [260]}})["not_measured"] == ["second_peak_ms"]
