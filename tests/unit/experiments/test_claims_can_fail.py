@@ -189,8 +189,8 @@ ORDERING_GOOD = {
     "claims_fig8": lambda: O.claims_fig8(rows7([1, 17, 950], [1, 46, 990])),
     "claims_rate": lambda: O.claims_rate(rate_rows((20, 40), (90, 120)), [9, 10]),
     "claims_bw": lambda: O.claims_bw(bw(GOOD901, GOOD349), [11, 12]),
-    # 0.901's throughput 1000 -> 1050 (keeps up), 0.349's 1000 -> 1300 (above the offered: data, not physics)
-    "claims_subs": lambda: O.claims_subs(subs(thr349=(1000, 1300)), [13, 14]),
+    # 0.901's throughput flat at the offered 1000/s; 0.349's 1000 -> 905 (still >= 0.9x offered: kept up)
+    "claims_subs": lambda: O.claims_subs(subs(thr349=(1000, 905)), [13, 14]),
 }
 GROWS = "grows toward the maximum (1000) as subscriptions grow (shape {})"
 ORDERING_FAILING = [
