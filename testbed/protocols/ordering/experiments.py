@@ -280,8 +280,8 @@ def claims_bw(bw: dict[float, list[dict[str, float]]], figs: list[int],
 
 KEPT_UP_THROUGHPUT = (
     "the offered rate (fig13-<scale>.yaml, the same at every subscription point): Fig 14 is judged only at the "
-    "points where both shapes keep up, i.e. throughput >= 0.9x the offered rate, so 0.901's throughput there varies "
-    "by at most 1/0.9 - 1 = 11% whatever the protocol does, inside the 25% 'does not affect' band: the selection "
+    "points where both shapes keep up, i.e. throughput >= 0.9x the offered rate (and no more than the clients "
+    "offer), so 0.901's throughput there varies by at most 1/0.9 - 1 = 11% whatever the protocol does, inside the 25% 'does not affect' band: the selection "
     "decides it (a saturated 0.349 point, where the paper's 'it does' shows, is reported as saturated)")
 
 
