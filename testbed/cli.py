@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     from testbed.experiments import paper_names
 
     sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}",
-                    help="a paper (testbed/experiments/<name>.py), or all of them")
+                    help="a paper (the experiments of a protocol: testbed/protocols/<p>/experiments.py, or a plugin's "
+                         "EXPERIMENTS module), or all of them")
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")

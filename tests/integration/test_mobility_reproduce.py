@@ -63,6 +63,10 @@ def test_fig8_claims_are_judged_over_three_seeds(reproduced):
             assert c["verdict"] == "info" and c["measured"]["n"] == 3, c
         else:  # judged on every seed: both protocols ran 3 times and moved
             assert c["verdict"] in ("pass", "fail"), c
+    for c in claims:  # a claim that did not pass: its explanation rendered with this run's numbers, or why not
+        if c["verdict"] in ("fail", "insufficient", "no data"):
+            assert "explanation" in c and "note" not in c, c  # no legacy static string
+            assert (c["explanation"] and "{" not in c["explanation"]) or c["explanation"] is None, c
     ratio = next(c for c in claims if "order of magnitude" in c["sentence"])
     assert ratio["measured"]["n"] == 3 and ratio["measured"]["mean"] > 0
     doc = json.loads(reproduced["proc"].stdout)

@@ -15,7 +15,8 @@ nacked, the saw-tooth of messages repaired together); Fig 7 the route switch to 
 consolidation at b2 and the nack ranges against b1's stall, the second peak at b1's recovery;
 Fig 8 the PHB's AckExpected recovery. By construction (never judged): the ~100 ms GD - best-effort
 gap (the topology's ``log_force: 100ms``), Fig 6's notice time and its last message's latency
-(the injected 2.5 s silent cut, then a close detected at once).
+(the injected 2.5 s silent cut, then a close detected at once), Fig 7's first latency peak (the
+injected 2.75 s stall of b1) and Fig 8's held messages' latency (p1's configured downtime).
 """
 
 from __future__ import annotations
@@ -41,10 +42,13 @@ TOL = {
                            "core (100 = one core busy): the lower bound is 'GD costs at least best-effort', the "
                            "upper the paper's 4 read in our unit, stricter than the paper's own (4% of a "
                            "6-processor machine would allow up to 24 points of one core)", low=0.0, high=4.0),
-    "sawtooth": Tolerance("'a saw-tooth form': the messages published while the link is silently cut are repaired "
-                          "together by one nack round, so s1's latency falls one second per second of publication "
-                          "time: the least-squares slope of latency against publication time over the stall is "
-                          "-1 s/s within 30%", low=-1.3, high=-0.7),
+    "sawtooth": Tolerance("'Since the lost messages are received in a burst after the nacks are sent, the latency "
+                          "values for s1 show a saw-tooth form' (Sec 4.2, Fig 6, drawn 'for a pubend whose messages "
+                          "were flowing on p1-b1'): messages received together have a latency that falls one second "
+                          "per second of send time, so the least-squares slope of s1's latency against publication "
+                          "time over the silent cut, for the pubends s1 nacks (those that flowed on the cut link), is "
+                          "-1 s/s; within 30% (a burst's deliveries spread over up to 30% of the time they were sent "
+                          "over, e.g. a chopped range nacked in several rounds)", low=-1.3, high=-0.7),
     "second_peak": Tolerance("'the second latency peak occurs when b1 recovers': the highest s1 latency among the "
                              "messages published after the first peak is delivered within 0-2 s after b1's restart "
                              "(its reconnection and the routes back)", low=0.0, high=2.0),
@@ -79,6 +83,14 @@ STALL_NOTICE = ("the injected faults (fig6.yaml): a silent cut of b1-s1 for 2.5 
                 "configured 2.5 s")
 STALL_PEAK = ("the same 2.5 s silent cut: the last message published before it waits the stall plus one nack "
               "round trip, so its latency is the configured 2.5 s plus a round trip")
+STALL_B1 = ("the injected stall of b1 (fig7.yaml: 2.75 s, then a crash detected at once; no node detects a "
+            "stall before the 3 s link timeout): the messages b1 holds wait out the configured stall before the "
+            "crash reroutes them via b2, so the first peak (about the stall) is set by the plan; it was judged as "
+            "'>= 1000 ms', which no run with this stall can miss")
+PHB_DOWN = ("the injected stall, crash and restart of p1 (fig8.yaml: a 2.5 s stall, then down 12 s at quick scale, "
+            "20 s at paper scale): a message p1 logged but had not sent before the crash can only leave p1 after "
+            "its restart, so its latency is at least the configured downtime; that it is delivered at all (exactly "
+            "once) is the history checks'. Judged as '>= half the downtime' before the rule-4 audit (#28)")
 HARDWARE_LOG = ("set by the paper's logging hardware (a disk write per message at the PHB); here a local fsync "
                 "on a shared 2-core machine: reported, not judged")
 
@@ -210,8 +222,9 @@ def claims_6(ms: list[dict[str, Any]]) -> list[C.Claim]:
         C.by_construction(6, "the last message before the failure sees about 2.5 s latency", g("s1_max_latency_ms"),
                           decided_by=STALL_PEAK, paper_value=2500),
         C.value(6, "the latency graph has a saw-tooth form", [m.get("sawtooth_slope") for m in ms], -1.0,
-                TOL["sawtooth"], what="slope of s1's latency against publication time over the silent cut (s/s)",
-                points=[m.get("sawtooth_points") for m in ms]),
+                TOL["sawtooth"], what="slope of s1's latency against publication time over the silent cut, for the "
+                "pubends s1 nacked (s/s)", points=[m.get("sawtooth_points") for m in ms],
+                pubends=[m.get("sawtooth_pubends") for m in ms]),
         C.shape(6, "sawtooth latency then back to normal",
                 [m["s1_last_3s_median_ms"] <= 2 * m["s1_baseline_median_ms"] + 20 for m in ms],
                 judged="s1's median latency in the last 3 s <= 2 x its median before the failure + 20 ms",
@@ -226,8 +239,9 @@ def claims_6(ms: list[dict[str, Any]]) -> list[C.Claim]:
 def claims_7(ms: list[dict[str, Any]]) -> list[C.Claim]:
     g = lambda k: [m[k] for m in ms]  # noqa: E731
     return [
-        C.shape(7, "first latency peak from the stall", [m["s1_peak_latency_ms"] >= 1000 for m in ms],
-                judged="s1's peak latency during the stall >= 1000 ms", samples=g("s1_peak_latency_ms")),
+        C.by_construction(7, "first latency peak from the stall", g("s1_peak_latency_ms"), decided_by=STALL_B1,
+                          paper_value="a peak", what="s1's peak latency of the messages published from the stall "
+                                                     "to 1 s after the crash (ms)"),
         C.shape(7, "all traffic moves to b2", [m["p1_routes_to_ib1_while_b1_down"] == ["b2"] for m in ms],
                 judged="p1 routes cell ib1 via b2 only while b1 is down"),
         C.shape(7, "second peak at b1's restart with no nacks", [m["nacks_within_5s_of_restart"] == 0 for m in ms],
@@ -256,16 +270,36 @@ def claims_7(ms: list[dict[str, Any]]) -> list[C.Claim]:
     ]
 
 
-def sawtooth(lat: Any, t_cut: float, t_close: float) -> dict[str, Any]:
+def sawtooth(lat: Any, t_cut: float, t_close: float, pubends: Any = None) -> dict[str, Any]:
     """s1's latency against publication time over the silent cut [t_cut, t_close]: the least-squares
-    slope (s of latency per s of publication time) and the number of messages it is fitted on."""
+    slope (s of latency per s of publication time) and the number of messages it is fitted on.
+    ``pubends``: only these pubends' messages (the ones s1 nacked: their messages flowed on the cut
+    link; the paper draws 'a pubend whose messages were flowing on p1-b1'). The others reach s1 via
+    b2 at their normal latency: fitted together with them, the slope would be a mix (-0.49 s/s for
+    two pubends of each kind, where each cut pubend's own is -1.00)."""
     import numpy as np
 
     s1 = lat[(lat["broker"] == "s1") & (lat["pub_s"] >= t_cut) & (lat["pub_s"] < t_close)]
+    if pubends is not None:
+        s1 = s1[s1["pubend"].isin(list(pubends))]
+    out = {"sawtooth_pubends": sorted(set(pubends)) if pubends is not None else None, "sawtooth_points": len(s1)}
     if len(s1) < 5:
-        return {"sawtooth_slope": None, "sawtooth_points": len(s1)}
+        return {"sawtooth_slope": None, **out}
     slope = float(np.polyfit(s1["pub_s"].astype(float), s1["lat_ms"].astype(float) / 1e3, 1)[0])
-    return {"sawtooth_slope": slope, "sawtooth_points": len(s1)}
+    return {"sawtooth_slope": slope, **out}
+
+
+def nacked_pubends(nk: Any, node: str, t_from: float) -> list[str]:
+    """The pubends ``node`` nacked from ``t_from`` on (whose messages it lost)."""
+    n = nk[(nk["node"] == node) & (nk["nack_s"] >= t_from)]
+    return sorted(set(n["pubend"])) if len(n) else []
+
+
+def nack_span_s(nk: Any, node: str, t_from: float) -> float | None:
+    """Seconds between ``node``'s first and last nack from ``t_from`` on (None: no nack): one round
+    of chopped nacks is sent at once; several rounds spread the repair."""
+    n = nk[(nk["node"] == node) & (nk["nack_s"] >= t_from)]
+    return float(n["nack_s"].max() - n["nack_s"].min()) if len(n) else None
 
 
 def second_peak(lat: Any, t_crash: float, t_restart: float) -> dict[str, Any]:
@@ -292,10 +326,10 @@ def claims_8(ms: list[dict[str, Any]]) -> list[C.Claim]:
     return [
         C.shape(8, "no nacks while p1 is down (DCT infinite)", [m["nacks_while_down"] == 0 for m in ms],
                 judged="no nack between p1's crash and restart", samples=g("nacks_while_down")),
-        C.shape(8, "logged-but-unsent messages show high latency (partial sawtooth)",
-                [m["held_max_latency_ms"] >= 500 * m["downtime_s"] for m in ms],
-                judged="max latency of messages sent during the stall >= half the downtime",
-                samples=g("held_max_latency_ms")),
+        C.by_construction(8, "logged-but-unsent messages show high latency (partial sawtooth)",
+                          g("held_max_latency_ms"), decided_by=PHB_DOWN, paper_value="high latency",
+                          downtime_s=g("downtime_s"), what="max s1 latency of the messages published during p1's "
+                                                           "stall (ms)"),
         C.shape(8, "on recovery AckExpected triggers nacks from s1..s5",
                 [m["ackexpected_after_restart"] >= 1 and m["shbs_nacking_after_restart"] == ["s1", "s2", "s3", "s4", "s5"]
                  for m in ms], judged=">= 1 AckExpected after the restart and nacks from every SHB",
@@ -363,7 +397,9 @@ def analyze(ctx) -> None:
             if f == 6:  # the silent cut, then the close (fig6.yaml's two cuts of b1-s1)
                 cuts = sorted(a.get("actual_s", a.get("planned_s")) for a in rd.manifest.get("timeline") or []
                               if a.get("op") == "cut" and "b1" in (a.get("target") or []))
-                m.update(sawtooth(lat, cuts[0], cuts[1]) if len(cuts) > 1 else {"sawtooth_slope": None})
+                m.update(sawtooth(lat, cuts[0], cuts[1], nacked_pubends(nk, "s1", cuts[0])) if len(cuts) > 1
+                         else {"sawtooth_slope": None})
+                m["s1_nack_span_s"] = nack_span_s(nk, "s1", cuts[0]) if cuts else None
             if f == 7:
                 m.update(second_peak(lat, rd.fault_time("crash", "b1"), rd.fault_time("restart", "b1")))
             ms.append(m)
@@ -376,7 +412,13 @@ def analyze(ctx) -> None:
                                [x for x, r in zip(refs, ctx.references(f)) if r.series == "nack range"])
         ctx.add(*judge[f](ms))
         if f == 6 and ms:
-            ctx.measure(6, s1_nacks_mean=sum(m["s1_nacks"] for m in ms) / len(ms))
+            spans = [m["s1_nack_span_s"] for m in ms if m.get("s1_nack_span_s") is not None]
+            ctx.measure(6, s1_nacks_mean=sum(m["s1_nacks"] for m in ms) / len(ms),
+                        s1_nack_span_ms=1e3 * max(spans) if spans else None)
+        if f == 7 and ms:
+            ctx.measure(7, second_peak_ms=[None if m.get("second_peak_latency_ms") is None
+                                           else round(m["second_peak_latency_ms"]) for m in ms] or None,
+                        normal_ms=[None if m.get("normal_ms") is None else round(m["normal_ms"]) for m in ms] or None)
         ctx.numbers[f"fig{f}_recovery_s"] = [m["recovery_s"] for m in ms]
         ctx.numbers[f"fig{f}_normal_ms"] = [m["normal_ms"] for m in ms]  # recovery_s's "normal", per seed
     ctx.checks.extend(M.aggregate_checks(run_checks))
@@ -402,14 +444,15 @@ def _points45(scale: str) -> list[dict[str, Any]]:
 
 # Why a claim does not hold here, rendered with this reproduction's numbers (grid.Explanation):
 # the CPU claims cite the load the runs recorded; an uncited cause shows as "not explained".
-_LOAD = ("the machine's 1-minute load average reached {load_1m_max:.1f} on {cpus} cores during these {load_runs} "
-         "runs (mean {load_1m_mean:.1f}), and the claim judges CPU points of one core")
+_LOADED = ("the machine's 1-minute load average reached {load_1m_max:.1f} on {cpus} cores during these {load_runs} "
+           "runs (mean {load_1m_mean:.1f})")
+_LOAD = _LOADED + ", and the claim judges CPU points of one core"
 EXPLAINED = {
     C.claim_id(6, "the latency graph has a saw-tooth form"): Explanation(
-        "s1's latency does fall over the silent cut, but at {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] s/s (n={n}), not "
-        "the -1 s/s of messages repaired together: s1 sent {s1_nacks_mean:.0f} nacks on average (the paper's 'ranges "
-        "chopped'), so the cut's messages were repaired over several rounds; the band's reason assumed one round",
-        ("s1_nacks_mean",)),
+        "the latency of the pubends s1 nacked fell at {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] s/s (n={n}) over the "
+        "silent cut, against -1 s/s for messages received in one burst: s1 sent {s1_nacks_mean:.0f} nacks on "
+        "average, the first and last up to {s1_nack_span_ms:.0f} ms apart, so the cut's messages were repaired over "
+        "that long", ("s1_nacks_mean", "s1_nack_span_ms")),
     C.claim_id(4, "SHB: GD - best-effort stays constant"): Explanation(
         "the SHB overhead's range over the sweep was {mean:.1f} ± {spread:.1f} points (n={n}); " + _LOAD,
         ("load_1m_max", "cpus")),
@@ -422,7 +465,18 @@ EXPLAINED = {
     C.claim_id(5, "remote latency rises with #subscribers for both"): Explanation(
         "at {worst} the rise ({mean:.1f} ms) is inside the seeds' spread ({spread:.1f} ms): the SHB's fan-out at "
         "the largest quick point was {fanout_msgs_s:.0f} deliveries/s, against the paper's up to 16,000 "
-        "subscribers; " + _LOAD, ("worst", "fanout_msgs_s", "load_1m_max", "cpus")),
+        "subscribers; " + _LOADED, ("worst", "fanout_msgs_s", "load_1m_max", "cpus")),
+    C.claim_id(4, "SHB: GD - best-effort under 4%"): Explanation(
+        "the largest SHB overhead of the sweep was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] points (n={n}) against "
+        "the band [0, 4]; " + _LOAD, ("load_1m_max", "cpus")),
+    C.claim_id(4, "CPU at the SHB increases with the number of subscribers, and GD's is higher than best-effort's"):
+        Explanation("at {worst} the difference ({mean:.2f} points) against the seeds' spread ({spread:.2f}); " + _LOAD,
+                    ("worst", "load_1m_max", "cpus")),
+    C.claim_id(7, "the second latency peak occurs when b1 recovers"): Explanation(
+        "the highest s1 latency after the first peak was {second_peak_ms} ms per seed, delivered {mean:.1f} "
+        "[{ci_low:.1f}, {ci_high:.1f}] s after b1's restart (n={n}), against a normal latency of {normal_ms} ms: "
+        "b1's restart raises the latency no more than other moments of the run do, so the highest falls elsewhere "
+        "(the paper's cause is the Java JIT compiler at b1's start-up)", ("second_peak_ms", "normal_ms")),
 }
 
 PAPER = Paper(

@@ -15,6 +15,17 @@ The history checks P1-P9 run on every run of the reproduction, batched (``_check
 Every figure run is read back in one Spark job (``testbed.protocols.mobility.analysis.measure``): one row per
 move; a move counts when it committed and began after the warm-up (``WARMUP_S``). Comparisons are
 judged over the seeds (``repeats``) by ``testbed.experiments.claims``; every tolerance is in ``TOL``.
+
+What the judged claims test (docs/mobility.md, "Claims", lists kind, band and reason): Figs 8-9
+reconfiguration's path against covering's unsubscription and subscription waves, whose cost grows
+with what the moving subscription covers (the workloads), the joining load and the route's
+length; Fig 10 how each protocol's moves load the brokers as more clients move (covering's waves,
+reconfiguration's fixed path, the total messages); Fig 11 the covered root's wave; Fig 12 how
+covering's cost depends on what moves (roots, then leaves and distinct subscriptions); Fig 13
+the path's length in a larger tree; Fig 14 both protocols under 50 ms links. By construction
+(never judged): reconfiguration's fixed messages per move (Figs 9, 10, 13) and "both slower in the
+wide area" (the link delays we configure). Failing-data cases for every judged claim:
+tests/unit/experiments/test_claims_can_fail.py.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ from typing import Any
 
 from testbed.experiments import claims as C
 from testbed.experiments.claims import Difference, Tolerance
-from testbed.experiments.grid import Figure, Grid, Paper
+from testbed.experiments.grid import Explanation, Figure, Grid, Paper
 
 MOVEMENTS = ("reconfiguration", "covering")
 WORKLOADS = ("distinct", "chained", "tree", "covered")
@@ -340,8 +351,12 @@ def _rows(runs, grid: str, scale: str, x: str | None = None, x_of=None) -> Rows:
         if g != grid:
             continue
         warm = warmup_s(plan, scale)
-        r = {"movement": plan["params"]["movement"], "repeat": e.repeat, "run": str(e.run), "warmup_s": warm,
-             **M.summary(df, warm)}
+        params = plan.get("params") or {}
+        groups = params.get("mobile") or {}
+        r = {"movement": params["movement"], "repeat": e.repeat, "run": str(e.run), "warmup_s": warm,
+             **M.summary(df, warm), "settle_s": params.get("settle"),
+             "pause_s": max((float(g.get("pause") or 0) for g in groups.values()), default=None),
+             "group_size": {str(g.get("workload") or n): int(g.get("count") or 0) for n, g in groups.items()}}
         if x:
             r[x] = x_of(e, plan) if x_of else e.point.get(x)
         rows.append(r)
@@ -384,6 +399,7 @@ def analyze(ctx) -> None:
             F.latency_over_time(ctx.figure_path(8), f"Fig 8: movement latency over time ({scale}, seed 0)", panels,
                                 mix.rows[0]["warmup_s"])
         ctx.add(*claims_8(mix))
+        ctx.measure(8, **evidence(mix))
     if ctx.wants(9):
         def by_w(key):
             return {m: {XPOS[w]: [_get(r, "by_workload", w, key) for r in mix.rows if r["movement"] == m]
@@ -392,6 +408,7 @@ def analyze(ctx) -> None:
                                "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
                                by_w("commits"), xticks=XTICKS)
         ctx.add(*claims_9(mix))
+        ctx.measure(9, **evidence(mix))
     if ctx.wants(10):
         per = {"quick": 10, "paper": 100}[scale]
         first = [dict(r, clients=4 * per) for r in mix.rows]
@@ -401,6 +418,7 @@ def analyze(ctx) -> None:
         F.latency_and_messages(ctx.figure_path(10), f"Fig 10: number of moving clients ({scale})", "moving clients",
                                _series(cl, "lat_mean_ms"), _series(cl, "msgs_per_move"), _series(cl, "commits"))
         ctx.add(*claims_10(cl))
+        ctx.measure(10, **evidence(cl))
     if ctx.wants(11):
         root = _rows(runs, "root", scale)
         data["root"] = root.rows
@@ -408,6 +426,7 @@ def analyze(ctx) -> None:
                         {m: list(root.seq(m, "lat_mean_ms")) for m in MOVEMENTS},
                         {m: list(root.seq(m, "msgs_per_move")) for m in MOVEMENTS})
         ctx.add(*claims_11(root))
+        ctx.measure(11, **evidence(root))
     if ctx.wants(12):
         inc = _rows(runs, "incremental", scale, "step")
         data["incremental"] = inc.rows
@@ -417,12 +436,14 @@ def analyze(ctx) -> None:
                                "moving clients (added in the paper's order)", _series(inc, "lat_mean_ms"),
                                _series(inc, "msgs_per_move"), xticks=xt)
         ctx.add(*claims_12(inc))
+        ctx.measure(12, **evidence(inc))
     if ctx.wants(13):
         br = _rows(runs, "brokers", scale, "brokers")
         data["brokers"] = br.rows
         F.latency_and_messages(ctx.figure_path(13), f"Fig 13: topology size ({scale}, covered workload)",
                                "brokers", _series(br, "lat_mean_ms"), _series(br, "msgs_per_move"))
         ctx.add(*claims_13(br))
+        ctx.measure(13, **evidence(br))
     if ctx.wants(14):
         wide = _rows(runs, "wide", scale)
         data["wide"] = wide.rows
@@ -442,6 +463,7 @@ def analyze(ctx) -> None:
                                "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
                                by_w("commits"), xticks=XTICKS)
         ctx.add(*claims_14(wide, mix))
+        ctx.measure(14, **evidence(wide, mix))
     for name, rows in data.items():
         if rows:
             (ctx.data_dir / f"{name}.json").write_text(json.dumps(rows, indent=1, default=str))
@@ -510,57 +532,155 @@ def _mv(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"movement": m, **p} for p in points for m in MOVEMENTS]
 
 
-# Why claims failed in the quick reproductions of 2026-11-26 (docs/mobility.md, "Results": A one
-# run at a time, first half idle; B two at a time at load 11-24; C two at a time, every run
-# checked, load 3-12): shown in the report under a
-# claim that fails. What we found, not a reason to move a tolerance or a setup.
-_PATH = ("reconfiguration crosses the 6-link path four times in sequence ((1) S->T, (2) T->S, (4) S->T, (5) T->S), "
-         "while covering's unsubscription wave and its transfer + subscription wave run in parallel (2-3 crossings)")
-_CONGESTION = ("the paper blames congestion: the covered root's move is a burst of messages (404 here against 24) on "
-               "Java brokers with 400-1000 clients; 40-100 clients on an idle machine do not congest ours")
-EXPLAINED = {
-    (8, "reconfiguration more than an order of magnitude"): f"covering / reconfiguration was 0.83 +- 0.02 idle (A) "
-        f"and 1.3 +- 0.5 at load 11-24 (B): {_PATH}; {_CONGESTION}",
-    (8, "early movements slower"): "mobile clients are created and subscribed during the settle, before the "
-        "workload starts, so the first round of moves sees no joining clients; in the paper clients join during "
-        "the experiment",
-    (8, "covering: clients moving 1<->13"): f"inside the seeds' spread in both runs: {_CONGESTION}",
-    (8, "covering: almost no latency variance"): f"inside the seeds' spread in both runs: {_CONGESTION}",
-    (9, "covering: latency rises with covering"): "covering's waves stop early at a covering subscription "
-        "already on the path, so its moves are faster with the covered/tree/chained workloads than with distinct "
-        f"(-10.5 +- 1.5 ms idle, A); {_CONGESTION}",
-    (9, "covering almost two orders of magnitude"): f"the worst workload's covering / reconfiguration latency was "
-        f"1.08 (A) and 1.7 (B): {_PATH}; {_CONGESTION}",
-    (9, "covering performs fewer movements"): "covering moves take about as long as reconfiguration moves here, so "
-        "every group completes the same number of moves under both protocols (ratio 1.0, judged per group)",
-    (9, "covering: covered has fewer messages"): "in the covered group the root is 1 of 10 clients (the paper: 40 "
-        "of 400) but its move costs ~400 messages, which lifts the covered mean above tree's",
-    (10, "covering degrades with more clients"): "passed in A (idle), failed in B (load 11-24) and C (load 3-12): "
-        "14 s runs give 6-30 counted moves per run, and the latency means follow the machine's load more than the "
-        "client count",
-    (10, "reconfiguration latency stable"): "passed idle (A: 1.05), failed at load 11-24 (B: 1.82 against <= 1.5): "
-        "the latency of a 100-client run on a loaded 2-core machine; the messages per move stay exactly 24",
-    (10, "reconfiguration faster despite more total messages"): "covering sends about twice the messages per move "
-        "and completes as many moves (the pause dominates a move's cycle), so its total is larger, not smaller",
-    (11, "covering has much worse movement latency"): "the root's move costs 404 messages against 24 in both runs; "
-        "its latency was not worse idle (A: inside the spread) and was worse at load 11-24 (B, where the claim "
-        "passed): the burst congests only brokers that compete for CPU, the paper's explanation",
-    (12, "reconfiguration latency stable as more clients move"): "2.5 +- 0.9 (A, its Fig 12 runs at load 4-12) and "
-        "1.8 +- 0.5 (B) against <= 1.5: with 2-10 movers a run counts 6-30 moves, and its latency mean follows the "
-        "load; the messages per move stay exactly 24",
-    (12, "covering: the slope from the first"): "with 2 movers per step (the paper: 10) the slopes go either way "
-        "from one reproduction to the next: inside the seeds' spread in A, beyond it the paper's way in B, beyond it "
-        "the other way in C",
-    (12, "covering: moving leaves"): "with 2 movers per step the latency differences are inside the seeds' spread",
-    (13, "topology size affects"): "a latency ratio between 14 and 32 brokers at the 1.5 tolerance's edge: short "
-        "runs on a loaded machine; the messages per move do not change",
-    (14, "wide area: reconfiguration performs movements faster"): f"with 50 ms links the sequential path crossings "
-        f"dominate: reconfiguration ~1.3x slower (1,388 vs ~1,080 ms): {_PATH}",
-    (14, "wide area: reconfiguration completes more movements"): "its moves take longer with 50 ms links (above), so "
-        "fewer fit in the run",
-    (14, "wide area: the covering protocol suffers"): "covering's waves stop early at a covering subscription on the "
-        "path, so its moves are faster with more covering (distinct slowest), with or without 50 ms links",
-}
+# ------------------------------------------------------------------------------ measured explanations
+def _mean_of(rows: Rows, movement: str, *path: str) -> float:
+    return C.mean([_get(r, *path) for r in rows.rows if r["movement"] == movement])
+
+
+def _fmt(d: dict[Any, float], nd: int = 0) -> str:
+    return ", ".join(f"{k} {v:.{nd}f}" for k, v in d.items() if not math.isnan(v)) or None
+
+
+def evidence(rows: Rows, local: Rows | None = None) -> dict[str, Any]:
+    """What one figure's runs measured, for its claims' explanations (``ctx.measure``): per movement
+    the mean latency, messages per move, counted moves per run and how long a move's path was; the
+    runs' moving clients and counted moves (min-max); covering's latency and messages per workload;
+    the plan's settle and pause as the runs recorded them; ``local``: the same numbers of the local
+    runs (Fig 14's wide area against Fig 8's)."""
+    R, V = "reconfiguration", "covering"
+    ev: dict[str, Any] = {}
+    if not rows.rows:
+        return ev
+    for m, p in ((R, "reconf"), (V, "cov")):
+        ev[f"{p}_ms"] = _mean_of(rows, m, "lat_mean_ms")
+        ev[f"{p}_msgs"] = _mean_of(rows, m, "msgs_per_move")
+        ev[f"{p}_moves"] = _mean_of(rows, m, "moves")
+        ev[f"{p}_path_links"] = _mean_of(rows, m, "path_len")
+        ev[f"{p}_early_ms"] = _mean_of(rows, m, "early", "lat_mean_ms")
+        if local is not None and local.rows:
+            ev[f"local_{p}_ms"] = _mean_of(local, m, "lat_mean_ms")
+            ev[f"{p}_added_ms"] = ev[f"{p}_ms"] - ev[f"local_{p}_ms"]
+    moves = [int(r.get("moves") or 0) for r in rows.rows]
+    movers = [int(r.get("movers") or 0) for r in rows.rows]
+    ev.update(moves_min=min(moves), moves_max=max(moves), movers_min=min(movers), movers_max=max(movers))
+    settle = [r.get("settle_s") for r in rows.rows if r.get("settle_s") is not None]
+    pause = [r.get("pause_s") for r in rows.rows if r.get("pause_s") is not None]
+    ev["settle_s"] = max(settle) if settle else None
+    ev["pause_s"] = max(pause) if pause else None
+    if any("by_workload" in r for r in rows.rows):
+        ev["cov_by_workload"] = _fmt({w: _mean_of(rows, V, "by_workload", w, "lat_mean_ms") for w in WORKLOADS})
+        ev["cov_msgs_by_workload"] = _fmt({w: _mean_of(rows, V, "by_workload", w, "msgs_per_move") for w in WORKLOADS})
+        ratios = {}
+        for w in WORKLOADS:
+            c = [_get(r, "by_workload", w, "commits") for r in rows.rows if r["movement"] == V]
+            q = [_get(r, "by_workload", w, "commits") for r in rows.rows if r["movement"] == R]
+            ratios[w] = C.mean(_div(tuple(c), tuple(q))) if c and q else math.nan
+        ev["commit_ratio_by_workload"] = _fmt(ratios, 2)
+        cov = [r for r in rows.rows if r["movement"] == V]
+        ev["covered_msgs_max"] = max((_get(r, "by_workload", "covered", "msgs_max") for r in cov), default=math.nan)
+        sizes = [(r.get("group_size") or {}).get("covered") for r in cov]
+        ev["covered_group"] = max((x for x in sizes if x), default=None)
+        ev["covered_msgs"] = _mean_of(rows, V, "by_workload", "covered", "msgs_per_move")
+        ev["tree_msgs"] = _mean_of(rows, V, "by_workload", "tree", "msgs_per_move")
+    if rows.x:
+        ev["cov_by_x"] = _fmt({x: C.mean(rows.seq(V, "lat_mean_ms", x=x)) for x in rows.xs})
+        ev["reconf_by_x"] = _fmt({x: C.mean(rows.seq(R, "lat_mean_ms", x=x)) for x in rows.xs})
+    return ev
+
+
+# Why a claim does not hold here, rendered with this reproduction's numbers (grid.Explanation):
+# every cause cites what the same reproduction measured (``evidence`` above, recorded per figure
+# with ``ctx.measure``; the load average every run's manifest records); a cause not measured shows
+# as "not explained". Written from what the quick reproductions showed (docs/mobility.md,
+# "Results"), never a reason to move a tolerance or a setup.
+_LOAD = "the machine's 1-minute load average was at most {load_1m_max:.1f} on {cpus} cores during these {load_runs} runs"
+_LOADC = ("load_1m_max", "cpus")
+_FEW = "{moves_min}-{moves_max} counted moves per run, {movers_min}-{movers_max} moving clients; " + _LOAD
+_FEWC = ("moves_min", "moves_max", "movers_min", "movers_max") + _LOADC
+_COST = ("covering's moves cost {cov_msgs:.0f} messages against reconfiguration's {reconf_msgs:.0f} yet took "
+         "{cov_ms:.0f} ms against {reconf_ms:.0f} ms: with {movers_max} moving clients per run the extra messages "
+         "did not queue (" + _LOAD + "); the paper blames the congestion of Java brokers with 400-1000 clients")
+_COSTC = ("cov_msgs", "reconf_msgs", "cov_ms", "reconf_ms", "movers_max") + _LOADC
+
+
+def _x(fig: int, sentence: str, text: str, cites: tuple[str, ...]) -> tuple[str, Explanation]:
+    return C.claim_id(fig, sentence), Explanation(text, cites)
+
+
+EXPLAINED = dict([
+    _x(8, "reconfiguration more than an order of magnitude faster than covering",
+       "covering / reconfiguration was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] (n={n}): " + _COST, _COSTC),
+    _x(8, "early movements slower than steady state (joining load)",
+       "the moves begun in the warm-up took {reconf_early_ms:.0f} ms (reconfiguration) and {cov_early_ms:.0f} ms "
+       "(covering) against {reconf_ms:.0f} and {cov_ms:.0f} ms later: the mobile clients join during the "
+       "{settle_s:g} s settle, before the workload's first move, so no move here sees joining clients (in the "
+       "paper clients join during the experiment)",
+       ("reconf_early_ms", "cov_early_ms", "reconf_ms", "cov_ms", "settle_s")),
+    _x(8, "covering: clients moving 1<->13 slower than 2<->14",
+       "the difference ({mean:.1f} ms) against the seeds' spread ({spread:.1f} ms) with " + _FEW, _FEWC),
+    _x(8, "covering: almost no latency variance with chained, more with covered",
+       "the difference of the standard deviations ({mean:.1f} ms) against the seeds' spread ({spread:.1f} ms) with "
+       + _FEW, _FEWC),
+    _x(9, "covering: latency rises with covering, worst for covered",
+       "covering's mean latency by workload was {cov_by_workload} ms (at {worst}: {mean:.1f} ms, spread "
+       "{spread:.1f}); " + _COST, ("cov_by_workload",) + _COSTC),
+    _x(9, "covering almost two orders of magnitude worse in the worst case",
+       "the worst workload's covering / reconfiguration latency was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] "
+       "(n={n}): " + _COST, _COSTC),
+    _x(9, "covering performs fewer movements with the tree and covered workloads",
+       "covering's commits per workload group / the same group's reconfiguration commits were "
+       "{commit_ratio_by_workload}: covering's moves took {cov_ms:.0f} ms against the {pause_s:g} s pause between "
+       "a client's moves, so every group fits about as many moves under both protocols",
+       ("commit_ratio_by_workload", "cov_ms", "pause_s")),
+    _x(9, "covering: covered has fewer messages per movement than tree but a longer latency",
+       "covering's messages per move were {covered_msgs:.0f} (covered) against {tree_msgs:.0f} (tree); the "
+       "costliest covered move took {covered_msgs_max:.0f} messages (the root's), in a group of {covered_group} "
+       "clients (the paper: 40 of 400), which lifts the covered mean; latency by workload {cov_by_workload} ms",
+       ("covered_msgs", "tree_msgs", "covered_msgs_max", "covered_group", "cov_by_workload")),
+    _x(10, "covering degrades with more clients",
+       "covering's mean latency was {cov_by_x} ms by moving clients (at {worst}: {mean:.1f} ms, spread "
+       "{spread:.1f}) with " + _FEW, ("cov_by_x",) + _FEWC),
+    _x(10, "reconfiguration latency stable with more clients",
+       "reconfiguration's max / min latency over the sweep was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] (n={n}; "
+       "{reconf_by_x} ms) while its messages per move stayed {reconf_msgs:.0f}, with " + _FEW,
+       ("reconf_by_x", "reconf_msgs") + _FEWC),
+    _x(10, "reconfiguration faster despite more total messages (the 'paradox')",
+       "covering sent {cov_msgs:.0f} messages per move against reconfiguration's {reconf_msgs:.0f} and counted "
+       "{cov_moves:.1f} moves per run against {reconf_moves:.1f}: its total is the larger",
+       ("cov_msgs", "reconf_msgs", "cov_moves", "reconf_moves")),
+    _x(11, "covering has much worse movement latency and message load (root moves only)",
+       "at {worst} ({mean:.1f}, spread {spread:.1f}): the root's covering moves cost {cov_msgs:.0f} messages "
+       "against {reconf_msgs:.0f} and took {cov_ms:.0f} ms against {reconf_ms:.0f} ms; " + _LOAD,
+       ("cov_msgs", "reconf_msgs", "cov_ms", "reconf_ms") + _LOADC),
+    _x(12, "reconfiguration latency stable as more clients move",
+       "reconfiguration's max / min latency over the steps was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] (n={n}; "
+       "{reconf_by_x} ms) while its messages per move stayed {reconf_msgs:.0f}, with " + _FEW,
+       ("reconf_by_x", "reconf_msgs") + _FEWC),
+    _x(12, "covering: the slope from the first to the second ten (tree roots) is steeper than to the third "
+           "(chained roots)",
+       "the difference of the slopes was {mean:.1f} ms against the seeds' spread {spread:.1f} ms (covering by "
+       "step: {cov_by_x} ms) with " + _FEW + " (the paper: 10-50 moving clients)", ("cov_by_x",) + _FEWC),
+    _x(12, "covering: moving leaves (step 4) and distinct (step 5) reduce the average latency",
+       "at {worst} the difference was {mean:.1f} ms against the seeds' spread {spread:.1f} ms (covering by step: "
+       "{cov_by_x} ms) with " + _FEW, ("cov_by_x",) + _FEWC),
+    *[_x(13, f"topology size affects {m} mean latency not drastically",
+         "max / min over the topology sizes was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] (n={n}; by brokers: "
+         + ("{reconf_by_x}" if m == "reconfiguration" else "{cov_by_x}") + " ms) with " + _FEW,
+         ("reconf_by_x" if m == "reconfiguration" else "cov_by_x",) + _FEWC) for m in MOVEMENTS],
+    _x(14, "wide area: reconfiguration performs movements faster than covering",
+       "with 50 +- 10 ms links reconfiguration took {reconf_ms:.0f} ms against covering's {cov_ms:.0f} ms (locally "
+       "{local_reconf_ms:.0f} and {local_cov_ms:.0f} ms): the links added {reconf_added_ms:.0f} ms to "
+       "reconfiguration's moves ({reconf_path_links:.1f}-link paths) and {cov_added_ms:.0f} ms to covering's",
+       ("reconf_ms", "cov_ms", "local_reconf_ms", "local_cov_ms", "reconf_added_ms", "cov_added_ms",
+        "reconf_path_links")),
+    _x(14, "wide area: reconfiguration completes more movements",
+       "reconfiguration's moves took {reconf_ms:.0f} ms against covering's {cov_ms:.0f} ms, so {reconf_moves:.1f} "
+       "against {cov_moves:.1f} counted moves per run fit",
+       ("reconf_ms", "cov_ms", "reconf_moves", "cov_moves")),
+    _x(14, "wide area: the covering protocol suffers with workloads with more covering",
+       "covering's mean latency by workload was {cov_by_workload} ms with 50 +- 10 ms links (covered against "
+       "distinct: {mean:.1f} ms, spread {spread:.1f})", ("cov_by_workload",)),
+])
 
 
 PAPER = Paper(

@@ -278,6 +278,13 @@ def claims_bw(bw: dict[float, list[dict[str, float]]], figs: list[int],
     return out
 
 
+KEPT_UP_THROUGHPUT = (
+    "the offered rate (fig13-<scale>.yaml, the same at every subscription point): Fig 14 is judged only at the "
+    "points where both shapes keep up, i.e. throughput >= 0.9x the offered rate (and no more than the clients "
+    "offer), so 0.901's throughput there varies by at most 1/0.9 - 1 = 11% whatever the protocol does, inside the 25% 'does not affect' band: the selection "
+    "decides it (a saturated 0.349 point, where the paper's 'it does' shows, is reported as saturated)")
+
+
 def keeps_up(row: dict[str, Any]) -> bool:
     """A run keeps up with its offered rate: throughput >= TOL['fig10_knee'].low x offered."""
     thr, off = row.get("throughput_per_s"), row.get("rate_offered") or row.get("rate")
@@ -309,8 +316,9 @@ def claims_subs(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
         s_flat = f"the number of subscriptions does not affect 0.901 ({what})"
         s_does = f"under 0.349 it does ({what} changes more than under 0.901)"
         if len(ok_points) < 2:
-            out.append(_saturated(fig, s_flat, "relative change of 0.901 over the sweep",
-                                  {"saturated_points": saturated}))
+            out.append(C.by_construction(fig, s_flat, [], decided_by=KEPT_UP_THROUGHPUT, saturated_points=saturated)
+                       if fig == 14 else _saturated(fig, s_flat, "relative change of 0.901 over the sweep",
+                                                    {"saturated_points": saturated}))
             out.append(_saturated(fig, s_does, "0.349's relative change than 0.901's",
                                   {"saturated_points": saturated}))
             continue
@@ -322,9 +330,14 @@ def claims_subs(rows: list[dict[str, Any]], figs: list[int]) -> list[C.Claim]:
                 v = list(pts.values())
                 if len(v) > 1:
                     ch[shape].append((max(v) - min(v)) / max(min(v), 1e-9))
-        out.append(C.value(fig, s_flat, ch[0.901], None, TOL["fig13_flat"],
-                           what="relative change (max - min) / min over the points both shapes keep up with",
-                           points=ok_points, saturated_points=saturated))
+        if fig == 14:  # throughput where both keep up is the offered rate within 10%: it cannot move 25%
+            out.append(C.by_construction(fig, s_flat, ch[0.901], decided_by=KEPT_UP_THROUGHPUT,
+                                         what="relative change (max - min) / min over the points both shapes "
+                                              "keep up with", points=ok_points, saturated_points=saturated))
+        else:
+            out.append(C.value(fig, s_flat, ch[0.901], None, TOL["fig13_flat"],
+                               what="relative change (max - min) / min over the points both shapes keep up with",
+                               points=ok_points, saturated_points=saturated))
         out.append(C.comparison(fig, s_does, [Difference("relative change", tuple(ch[0.349]), tuple(ch[0.901]), ">")],
                                 what="relative change over the subscription points both shapes keep up with, per "
                                      f"seed (points {ok_points}; saturated, not judged: {saturated})"))

@@ -22,3 +22,10 @@ def test_reproduce_choices_and_usage_errors(capsys):
     assert "ordering has figures [7, 8, 9, 10, 11, 12, 13, 14], not [99]" in capsys.readouterr().err
     assert cli.main(["reproduce", "ordering", "--points", "rate"]) == 2
     assert "expected key=value" in capsys.readouterr().err
+
+
+def test_reproduce_help_names_where_papers_live(capsys):
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["reproduce", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "testbed/protocols/<p>/experiments.py" in out and "testbed/experiments/<name>.py" not in out

@@ -179,3 +179,94 @@ def test_every_grid_point_plans(scale):
             if "brokers" in pt:
                 assert sum(1 for n in ps[0].nodes.values() if n.kind == "node") == pt["brokers"]
     assert not math.isnan(P.warmup_s({"params": {"mobile": {}}}, scale))
+
+
+# ------------------------------------------------------------------------------ explanations (rule 7)
+def _measured(rows: Rows) -> Rows:
+    """The numbers a run records beside its moves: moving clients, path length, the plan's settle and pause."""
+    out = []
+    for r in rows.rows:
+        r = dict(r, movers=10, path_len=6.0, settle_s=2.0, pause_s=3.0,
+                 group_size={w: 10 for w in WORKLOADS})
+        if "by_workload" in r:
+            r["by_workload"] = {w: dict(v, msgs_max=404 if w == "covered" else 24) for w, v in r["by_workload"].items()}
+        out.append(r)
+    return Rows(out, rows.x)
+
+
+LOAD = {"load_1m_max": 11.5, "load_1m_mean": 7.0, "cpus": 2, "load_runs": 24}
+
+
+def test_every_explanation_is_measured_and_attached_to_a_claim_the_module_makes():
+    from testbed.experiments.grid import Explanation
+
+    fast = Rows([dict(r, movement=r["movement"]) for r in paper_like().rows])
+    ids = {c.id for c in P.claims_8(fast) + P.claims_9(fast) + P.claims_11(fast) + P.claims_14(fast, fast)}
+    ids |= {c.id for c in P.claims_10(_xrows("clients", [40, 100], lambda m, n: 20.0))}
+    ids |= {c.id for c in P.claims_12(_xrows("step", P.STEPS, lambda m, k: 20.0))}
+    ids |= {c.id for c in P.claims_13(_xrows("brokers", [14, 32], lambda m, b: 20.0))}
+    assert P.EXPLAINED and all(isinstance(e, Explanation) and e.cites for e in P.EXPLAINED.values())
+    assert set(P.EXPLAINED) <= ids, sorted(set(P.EXPLAINED) - ids)  # no static strings, no prefix keys
+
+
+def test_explanations_render_with_the_reproductions_numbers():
+    from testbed.experiments.runner import _explained
+
+    rows = []
+    for r in range(3):  # covering as fast as reconfiguration: Figs 8-9's claims fail
+        lat = {w: 20.0 + r for w in WORKLOADS}
+        rows.append(_run("reconfiguration", r, lat, early=20.0 + r))
+        rows.append(_run("covering", r, lat, early=19.0 + r, msgs={"covered": 80.0}))
+    mix = _measured(Rows(rows))
+    ev = {**P.evidence(mix), **LOAD}
+    assert ev["movers_max"] == 10 and ev["settle_s"] == 2.0 and ev["covered_msgs_max"] == 404
+    failed = [c for c in P.claims_8(mix) + P.claims_9(mix) if c.verdict == "fail" and c.id in P.EXPLAINED]
+    assert len(failed) >= 4
+    for c in failed:
+        d = _explained(P.PAPER, c, {c.figure: ev})
+        assert d["explanation"] and "{" not in d["explanation"] and not d.get("not_measured"), (c.id, d)
+    order = next(c for c in failed if c.sentence.startswith("reconfiguration more than an order"))
+    text = _explained(P.PAPER, order, {8: ev})["explanation"]
+    assert text.startswith("covering / reconfiguration was 1.00") and "at most 11.5 on 2 cores" in text
+    early = next(c for c in failed if c.sentence.startswith("early movements"))
+    assert "the 2 s settle" in _explained(P.PAPER, early, {8: ev})["explanation"]
+    # Fig 14's wide area against Fig 8's local runs: what the links added, per protocol
+    wide = _measured(_xrows("clients", [None], lambda m, x: 1400.0 if m == "reconfiguration" else 1100.0))
+    local = _measured(_xrows("clients", [None], lambda m, x: 20.0))
+    f14 = next(c for c in P.claims_14(wide, local) if c.sentence.startswith("wide area: reconfiguration performs"))
+    assert f14.verdict == "fail"
+    t14 = _explained(P.PAPER, f14, {14: {**P.evidence(wide, local), **LOAD}})["explanation"]
+    assert "added 1380 ms to reconfiguration's moves (6.0-link paths) and 1080 ms to covering's" in t14
+
+
+def test_a_cause_not_measured_shows_not_explained():
+    from testbed.experiments.runner import _explained
+
+    rows = []
+    for r in range(3):
+        lat = {w: 20.0 + r for w in WORKLOADS}
+        rows.append(_run("reconfiguration", r, lat, early=20.0 + r))
+        rows.append(_run("covering", r, lat, early=19.0 + r))
+    mix = Rows(rows)  # no settle recorded, no load average in the manifests
+    order, early = (next(c for c in P.claims_8(mix) if c.sentence.startswith(s))
+                    for s in ("reconfiguration more than", "early movements"))
+    assert order.verdict == early.verdict == "fail"
+    d = _explained(P.PAPER, order, {8: P.evidence(mix)})  # the runs' load was not recorded
+    assert d["explanation"] is None and set(d["not_measured"]) == {"load_1m_max", "cpus"}
+    d = _explained(P.PAPER, early, {8: {**P.evidence(mix), **LOAD}})  # the plan's settle not in the rows
+    assert d["explanation"] is None and d["not_measured"] == ["settle_s"]
+    assert _explained(P.PAPER, order, {})["explanation"] is None  # nothing measured at all
+
+
+def test_a_runs_summary_records_the_costliest_move_its_movers_and_path_length():
+    import pandas as pd
+
+    from testbed.protocols.mobility.analysis.measure import summary
+
+    df = pd.DataFrame({"client": ["a", "a", "b", "c"], "outcome": ["commit"] * 4, "begin": [1.0, 5.0, 6.0, 7.0],
+                       "dur_ms": [10.0, 20.0, 30.0, 40.0], "msgs": [24, 24, 404, 24], "path_len": [6, 6, 6, 4]})
+    s = summary(df, 3.0)  # the move begun at 1 s is a warm-up move
+    assert (s["moves"], s["movers"], s["msgs_max"], s["path_len"]) == (3, 3, 404, pytest.approx(16 / 3))
+    assert s["early"]["movers"] == 1 and s["early"]["msgs_max"] == 24
+    empty = summary(df.iloc[:0], 3.0)
+    assert empty["movers"] == 0 and empty["msgs_max"] is None and math.isnan(empty["path_len"])

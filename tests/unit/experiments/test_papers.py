@@ -178,8 +178,14 @@ def test_ordering_bandwidth_and_subscription_claims_can_fail():
     worse = {c.sentence.split(" (")[0]: c.verdict for c in O.claims_subs(subs(lat349_4000=10), [13])}
     assert worse["the publication and subscription models affect the performance"] == C.FAIL
     # 0.349 saturated at the largest k (throughput 500 of 1000 offered): one point left, not judged
-    sat = [c for c in O.claims_subs(subs(thr349_4000=500), [13, 14]) if "affect the performance" not in c.sentence]
+    sat = [c for c in O.claims_subs(subs(thr349_4000=500), [13, 14]) if "affect the performance" not in c.sentence
+           and c.kind != "construction"]
     assert {c.verdict for c in sat} == {C.INSUFFICIENT} and all("saturated" in c.reason for c in sat)
+    # Fig 14's "does not affect 0.901 (throughput)": where both keep up, throughput is the offered rate
+    # within 10%, inside the 25% band whatever happens: decided by the selection, never judged
+    for data in (subs(), subs(thr349_4000=500)):
+        f14 = next(c for c in O.claims_subs(data, [14]) if c.sentence.startswith("the number of subscriptions"))
+        assert f14.verdict == C.BY_CONSTRUCTION and "0.9x the offered rate" in f14.reason
 
 
 def test_ordering_fig11_12_each_claim_fails_on_data_that_violates_it():
@@ -247,6 +253,19 @@ def test_gryphon_sawtooth_and_second_peak_measures():
     got = G.sawtooth(lat, 5.0, 7.5)
     assert abs(got["sawtooth_slope"] + 1.0) < 1e-6 and got["sawtooth_points"] == 25
     assert G.sawtooth(lat, 20.0, 21.0)["sawtooth_slope"] is None
+    # Fig 6 is drawn for a pubend whose messages flowed on the cut link: s1 gets the other pubends via
+    # b2 at their normal latency; fitted together the slope is a mix (-0.5 here, as the 2026-11-27
+    # quick reproduction measured -0.49), each cut pubend's own is -1. Only the pubends s1 nacked count.
+    cut = pd.DataFrame({"broker": "s1", "pubend": "p1/pubs-0", "pub_s": t, "lat_ms": [1e3 * (8.0 - x) for x in t]})
+    via_b2 = pd.DataFrame({"broker": "s1", "pubend": "p1/pubs-1", "pub_s": t, "lat_ms": 10.0})
+    both = pd.concat([cut, via_b2])
+    assert -0.55 < G.sawtooth(both, 5.0, 7.5)["sawtooth_slope"] < -0.45
+    nk = pd.DataFrame({"node": ["s1", "s1", "s2"], "nack_s": [7.81, 7.8101, 7.9],
+                       "pubend": ["p1/pubs-0", "p1/pubs-0", "p1/pubs-3"]})
+    assert G.nacked_pubends(nk, "s1", 5.0) == ["p1/pubs-0"] and abs(G.nack_span_s(nk, "s1", 5.0) - 1e-4) < 1e-9
+    only = G.sawtooth(both, 5.0, 7.5, G.nacked_pubends(nk, "s1", 5.0))
+    assert abs(only["sawtooth_slope"] + 1.0) < 1e-6 and only["sawtooth_points"] == 25
+    assert only["sawtooth_pubends"] == ["p1/pubs-0"] and G.nack_span_s(nk, "s1", 9.0) is None
     after = pd.DataFrame({"broker": ["s1"] * 4, "pub_s": [9.0, 12.0, 15.0, 15.5], "lat_ms": [20.0, 30.0, 900.0, 25.0]})
     sp = G.second_peak(after, t_crash=10.0, t_restart=15.5)
     assert abs(sp["second_peak_after_restart_s"] - 0.4) < 1e-9 and sp["second_peak_latency_ms"] == 900.0
@@ -261,6 +280,8 @@ def _m7(**over):
 
 def test_gryphon_fig7_nack_range_per_pubend_is_the_stall_within_15_percent():
     cl = {c.sentence.split(":")[0]: c for c in G.claims_7([_m7(), _m7(), _m7()])}
+    # the first peak is the injected 2.75 s stall of b1: by construction, whatever was measured
+    assert cl.pop("first latency peak from the stall").verdict == C.BY_CONSTRUCTION
     assert {c.verdict for c in cl.values()} <= {C.PASS, C.INFO}, {k: c.verdict for k, c in cl.items()}
     rng = "s1 nack range about 5500 ms (2 pubends x about 2750 ms)"
     assert abs(cl[rng].measured.mean - 5560 / 2 / 2750) < 1e-9
@@ -396,6 +417,10 @@ def _m8(**over):
 def test_gryphon_fig8_normal_is_the_runs_own_baseline():
     # GD latency includes the 100 ms log force: 136 ms after the restart is back to a 122 ms normal
     cl = {c.sentence: c.verdict for c in G.claims_8([_m8()] * 3)}
+    # the held messages' latency is p1's configured downtime: by construction, whatever was measured
+    held = "logged-but-unsent messages show high latency (partial sawtooth)"
+    assert cl.pop(held) == C.BY_CONSTRUCTION
+    assert {c.sentence: c.verdict for c in G.claims_8([_m8(held_max_latency_ms=5.0)] * 3)}[held] == C.BY_CONSTRUCTION
     assert set(cl.values()) == {C.PASS}, cl
     slow = {c.sentence: c.verdict for c in G.claims_8([_m8(s1_median_2s_after_restart_ms=900.0)] * 3)}
     assert slow["latency back to normal quickly"] == C.FAIL
@@ -449,15 +474,37 @@ def test_ordering_explanations_render_with_the_reproductions_numbers_or_are_not_
 def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes():
     from testbed.experiments.runner import _explained
 
-    ids = {c.id for c in G.claims_45(_rows45(), [4, 5])} | {c.id for c in G.claims_6([_m6()] * 3)}
+    ids = {c.id for c in G.claims_45(_rows45(), [4, 5]) + G.claims_6([_m6()] * 3) + G.claims_7([_m7()] * 3)}
     assert set(G.EXPLAINED) <= ids
     c = G.claims_45(_rows45(rem_be=(5.0, 5.0)), [5])[0]
     assert c.verdict == C.FAIL and c.sentence.startswith("remote latency rises")
     d = _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, "load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2,
                                     "load_runs": 12}})
     assert "7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
+    assert "CPU points" not in d["explanation"]  # a latency claim: the load is cited, not a CPU unit
     assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "cpus": 2}})["not_measured"] == ["fanout_msgs_s"]
     saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
                if c.sentence.startswith("the latency graph"))
     assert saw.verdict == C.FAIL
-    assert "sent 10 nacks" in _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["explanation"]
+    text = _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0, "s1_nack_span_ms": 850.0}})["explanation"]
+    assert "sent 10 nacks on average, the first and last up to 850 ms apart" in text
+    # the repair's spread not measured (a run without nacks' times): not explained
+    assert _explained(G.PAPER, saw, {6: {"s1_nacks_mean": 10.0}})["not_measured"] == ["s1_nack_span_ms"]
+
+
+def test_gryphon_fig4_cpu_and_fig7_second_peak_failures_are_explained_with_measured_numbers():
+    from testbed.experiments.runner import _explained
+
+    load = {"load_1m_max": 8.5, "load_1m_mean": 3.7, "cpus": 2, "load_runs": 12}
+    cl = {c.sentence: c for c in G.claims_45(_rows45(cpu_s1=(10.0, 10.0)), [4])}
+    rise = cl["CPU at the SHB increases with the number of subscribers, and GD's is higher than best-effort's"]
+    assert rise.verdict == C.FAIL
+    text = _explained(G.PAPER, rise, {4: load})["explanation"]
+    assert "against the seeds' spread" in text and "reached 8.5 on 2 cores" in text
+    assert _explained(G.PAPER, rise, {})["not_measured"] == ["load_1m_max", "cpus"]
+    late = next(c for c in G.claims_7([_m7(second_peak_after_restart_s=v) for v in (-4.0, -4.5, -5.0)])
+                if c.sentence.startswith("the second latency peak"))
+    assert late.verdict == C.FAIL
+    d = _explained(G.PAPER, late, {7: {"second_peak_ms": [207, 195, 240], "normal_ms": [260, 262, 258]}})
+    assert "[207, 195, 240] ms per seed, delivered -4.5" in d["explanation"] and "[260, 262, 258] ms" in d["explanation"]
+    assert _explained(G.PAPER, late, {7: {"normal_ms": [260]}})["not_measured"] == ["second_peak_ms"]

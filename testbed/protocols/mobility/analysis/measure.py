@@ -128,7 +128,11 @@ def stats(df: pd.DataFrame) -> dict[str, Any]:
             "lat_p50_ms": _pct(lat, 0.5), "lat_p99_ms": _pct(lat, 0.99),
             "lat_std_ms": statistics.stdev(lat) if n > 1 else (0.0 if n else math.nan),
             "msgs_per_move": float(df["msgs"].sum()) / n if n else math.nan,
-            "msgs_total": int(df["msgs"].sum())}
+            "msgs_total": int(df["msgs"].sum()),
+            "msgs_max": int(df["msgs"].max()) if n else None,  # the costliest move (e.g. a covered root's)
+            "movers": int(df["client"].nunique()) if n and "client" in df else 0,
+            "path_len": (float(pd.to_numeric(df["path_len"], errors="coerce").mean())
+                         if n and "path_len" in df else math.nan)}
 
 
 def summary(df: pd.DataFrame, warmup_s: float) -> dict[str, Any]:
