@@ -130,7 +130,7 @@ def test_a_reproduce_plan_names_its_point():
     brokers = [n for n in plan.nodes.values() if n.role == "broker"]
     assert len(brokers) == 5
     # the paper's costs (costs.j2): every broker has the calibrated service time, links are a LAN
-    assert {n.service["mean_s"] for n in brokers} == {0.01} and {n.service["distribution"] for n in brokers} == {
+    assert {n.service["mean_s"] for n in brokers} == {0.015} and {n.service["distribution"] for n in brokers} == {
         "exponential"}
     assert {lk.delay_ms for lk in plan.links.values()} == {0.25}
     [fast] = api.plans(path, {**sv, "service_ms": 0})
