@@ -47,13 +47,12 @@ class ServiceQueue:
         self.call_at = call_at
         self.handle = handle
         self.busy_until = 0.0
-        self.queue: deque[tuple[str, dict[str, Any], float]] = deque()
+        self.queue: deque[tuple[str, dict[str, Any]]] = deque()
         # since the last sample(): the longest queue, messages served, service time, waiting time
         self.max_queued = 0
         self.served = 0
         self.busy_s = 0.0
         self.wait_s = 0.0
-        self.total_served = 0
 
     def draw(self) -> float:
         if self.distribution == "constant":
@@ -65,7 +64,7 @@ class ServiceQueue:
         start = max(now, self.busy_until)
         s = self.draw()
         self.busy_until = start + s
-        self.queue.append((src, msg, now))
+        self.queue.append((src, msg))
         if len(self.queue) > self.max_queued:
             self.max_queued = len(self.queue)
         self.busy_s += s
@@ -73,9 +72,8 @@ class ServiceQueue:
         self.call_at(self.busy_until, self._done)
 
     def _done(self) -> None:
-        src, msg, _ = self.queue.popleft()
+        src, msg = self.queue.popleft()
         self.served += 1
-        self.total_served += 1
         self.handle(src, msg)
 
     def sample(self, interval_s: float) -> dict[str, Any]:

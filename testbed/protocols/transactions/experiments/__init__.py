@@ -50,7 +50,6 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     COUNTS,
     Config,
     FIG9,
-    HARDWARE,
     LABEL,
     OVERLAYS,
     PARALLEL,

@@ -137,7 +137,7 @@ def analyze(ctx) -> None:
         ctx.measure(f, tx_per_run=TXS[scale]["seq"])
     for f in (7, 8):
         ctx.measure(f, tx_per_run=TXS[scale]["conc"])
-    rates = sorted({_regular_rate(d) for d in fig9_dirs.values()} - {None})
+    rates = sorted({M.setup(d)["regular_rate"] for d in fig9_dirs.values()} - {None})
     if rates:  # the rate the runs' plans had (fig9.yaml: 0.8 of a broker's capacity under the cost)
         ctx.measure(9, regular_rate="/".join(f"{r:g}/s" for r in rates))
     # the wait search, per figure: a check of the runs (the checks table), not a claim
@@ -209,16 +209,6 @@ def analyze(ctx) -> None:
                  f"workload {ph['workload_s']:.0f} s, drain + collect {ph['drain_collect_s']:.0f} s, stop "
                  f"{ph['down_s']:.0f} s; BL-WAIT searches {timings['blwait_search_s']:.0f} s ({len(probes)} probes); "
                  f"analysis: numbers {timings['measure_s']:.0f} s, checks {timings['checks_s']:.0f} s")
-
-
-def _regular_rate(run_dir) -> float | None:
-    import json
-    from pathlib import Path
-
-    try:
-        return (json.loads((Path(run_dir) / "plan.json").read_text()).get("params") or {}).get("regular_rate")
-    except (OSError, ValueError):
-        return None
 
 
 def _figs_of_key(key: str) -> list[int]:

@@ -95,9 +95,6 @@ def calibrated_tol(paper: float) -> Tolerance:
     return Tolerance(t.reason, low=paper * t.low, high=paper * t.high)
 
 
-HARDWARE = ("an absolute latency / throughput set by the paper's setup (PADRES Java brokers, one VM per broker "
-            "and client, a LAN) and here by 5 ms +- 1 ms emulated links on a shared 2-core machine: reported, "
-            "not judged")
 CHECKS_REQUIRED = ("transactions.p1_order", "transactions.p2_routing", "transactions.p3_atomicity",
                    "transactions.p4_agreement", "transactions.p5_tables")
 
