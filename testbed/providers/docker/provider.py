@@ -589,26 +589,45 @@ def prune_node_images(client: Any) -> list[str]:
             if d.get("Deleted")]
 
 
-def remove_labeled(client: Any, labels: dict[str, str], *, settle_s: float = 0.5, rounds: int = 20) -> list[str]:
+def remove_labeled(client: Any, labels: dict[str, str], *, settle_s: float = 0.5,
+                   timeout_s: float = 120.0) -> list[str]:
     """Force-remove every container, then network, then volume carrying all ``labels``.
 
     Repeats until a pass finds nothing and a second look ``settle_s`` later finds nothing
     either: a controller killed mid-``up`` leaves create requests in flight at the engine,
-    which still completes them after the client is gone.
+    which still completes them after the client is gone. A pass that removed nothing new (every
+    container it saw already being removed by the engine, a network still holding one) waits
+    ``settle_s`` before looking again: on a slow storage driver a removal takes seconds. Gives up
+    only after ``timeout_s`` without an empty look, naming what is left.
     """
     removed: list[str] = []
     quiet = 0
-    for _ in range(rounds):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = len(removed)
         found = _remove_pass(client, labels, removed)
         quiet = 0 if found else quiet + 1
         if quiet >= 2:
             return removed
-        if not found:
+        if time.monotonic() >= deadline:
+            break
+        if not found or len(removed) == before:
             time.sleep(settle_s)
-    left = _remove_pass(client, labels, removed)
+    left = _labeled_names(client, labels)
     if left:
-        raise ProviderError(f"docker resources labeled {labels} keep appearing; is a controller still running?")
+        raise ProviderError(f"docker resources labeled {labels} still there after {timeout_s:.0f} s "
+                            f"({', '.join(left[:5])}{' ...' if len(left) > 5 else ''}); "
+                            "is a controller still running?")
     return removed
+
+
+def _labeled_names(client: Any, labels: dict[str, str]) -> list[str]:
+    filt = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    conts = client.api.containers(all=True, filters=filt)
+    nets = client.api.networks(filters=filt)
+    vols = (client.api.volumes(filters=filt) or {}).get("Volumes") or []
+    return ([f"container {(c.get('Names') or [c['Id'][:12]])[0].lstrip('/')} ({c.get('State', '?')})" for c in conts]
+            + [f"network {n['Name']}" for n in nets] + [f"volume {v['Name']}" for v in vols])
 
 
 def _remove_pass(client: Any, labels: dict[str, str], removed: list[str]) -> int:

@@ -105,3 +105,55 @@ def test_apt_mirror_parsing(tmp_path, monkeypatch):
     assert apt_mirror([tmp_path / "missing"]) == "http://deb.debian.org/debian"
     monkeypatch.setenv("TESTBED_DEBIAN_MIRROR", "http://x/debian")
     assert apt_mirror([legacy]) == "http://x/debian"
+
+
+class _SlowRemovalEngine:
+    """An engine whose container removal takes ``removal_s`` (as on a slow storage driver): the
+    container stays listed, and a second remove answers 409 "removal already in progress"."""
+
+    def __init__(self, removal_s: float):
+        import time as _t
+
+        self._t = _t
+        self.removal_s = removal_s
+        self.conts = {"c1": None, "c2": None}  # id -> time its removal started
+        self.api = self
+
+    def containers(self, all, filters):  # noqa: A002 - the docker API's name
+        now = self._t.monotonic()
+        for cid, t in list(self.conts.items()):
+            if t is not None and now - t >= self.removal_s:
+                del self.conts[cid]
+        return [{"Id": cid, "Names": [f"/{cid}"], "State": "removing" if t else "running"}
+                for cid, t in self.conts.items()]
+
+    def remove_container(self, cid, force, v):
+        import docker.errors
+
+        if self.conts.get(cid) is not None:
+            raise docker.errors.APIError("removal in progress",
+                                         response=type("R", (), {"status_code": 409, "reason": ""})())
+        self.conts[cid] = self._t.monotonic()
+
+    def networks(self, filters):
+        return []
+
+    def volumes(self, filters):
+        return {"Volumes": []}
+
+
+def test_remove_labeled_waits_for_a_slow_removal_instead_of_giving_up():
+    """CI failed with "keep appearing" on a removal that took ~3 s: the loop counted passes, not time."""
+    from testbed.providers.docker.provider import remove_labeled
+
+    eng = _SlowRemovalEngine(removal_s=1.5)
+    removed = remove_labeled(eng, {"testbed.run": "r"}, settle_s=0.05, timeout_s=30)
+    assert sorted(removed) == ["container c1", "container c2"] and not eng.conts
+
+
+def test_remove_labeled_names_what_is_left_after_its_timeout():
+    from testbed.providers.docker.provider import remove_labeled
+
+    eng = _SlowRemovalEngine(removal_s=3600)
+    with pytest.raises(ProviderError, match=r"still there after 0 s \(container c1 \(removing\), container c2"):
+        remove_labeled(eng, {"testbed.run": "r"}, settle_s=0.05, timeout_s=0.3)
