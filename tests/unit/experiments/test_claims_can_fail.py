@@ -68,7 +68,7 @@ def m7(**over):
     return {"s1_peak_latency_ms": 2700.0, "p1_routes_to_ib1_while_b1_down": ["b2"], "nacks_within_5s_of_restart": 0,
             "s1_range_ms": 5560.0, "s2_range_ms": 5540.0, "b2_ratio_to_s1_plus_s2": 0.5, "b2_fraction_to_p1": 1.0,
             "pubends_via_b1": ["p1/pubs-0", "p1/pubs-2"], "stall_s": 2.75, "second_peak_after_restart_s": 0.8,
-            **over}
+            "routes_back_after_restart_s": 0.3, "routes_back_within_run": True, **over}
 
 
 def m8(**over):
@@ -137,6 +137,9 @@ GRYPHON_FAILING = [
           cid(7, "s1 and s2 nacks almost identical"), cid(7, "b2 forwards all nacks to p1"),
           cid(7, "b2's nack range about half of s1 + s2"), cid(7, "the second latency peak occurs when b1 recovers"),
           cid(7, "s2 " + PER_PUBEND))),
+    Case("gryphon", "p1 never routes via b1 again after its restart (the time left in the run: a lower bound)",
+         lambda: G.claims_7([m7(routes_back_after_restart_s=v, routes_back_within_run=False) for v in (4.2, 4.25, 4.3)]),
+         (cid(7, "when b1 recovers, messages from 2 of the 4 pubends again start flowing through b1"),)),
     Case("gryphon", "nack ranges 7.5 s for 2 pubends (36% over the stall)",
          lambda: G.claims_7([m7(s1_range_ms=7500.0, s2_range_ms=7500.0)] * 3), (cid(7, "s1 " + PER_PUBEND),)),
     Case("gryphon", "3 of the 4 pubends routed via b1 (ranges consistent with them)",

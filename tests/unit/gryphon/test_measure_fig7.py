@@ -45,3 +45,23 @@ def test_pubends_via_b1_are_the_last_routes_before_the_stall():
     assert m["stall_s"] == 2.75
     assert m["s1_range_ms"] == 5490.0 and m["s1_nacked_pubends"] == ["p1/pubs-0", "p1/pubs-2"]
     assert m["p1_routes_to_ib1_while_b1_down"] == ["b2"]
+
+
+def test_routes_back_is_when_p1_again_routes_as_many_pubends_via_b1_as_before_the_stall():
+    from testbed.protocols.gryphon.analysis.measure import routes_back_s
+
+    routes = _routes([
+        ("p1", 0.5, "p1/pubs-0", "ib1", "b1"), ("p1", 0.5, "p1/pubs-1", "ib1", "b2"),
+        ("p1", 0.5, "p1/pubs-2", "ib1", "b1"), ("p1", 0.5, "p1/pubs-3", "ib1", "b2"),
+        ("p1", 7.8, "p1/pubs-0", "ib1", "b2"), ("p1", 7.8, "p1/pubs-2", "ib1", "b2"),  # b1 crashed
+        ("b1", 16.0, "p1/pubs-0", "ib1", "b1"),                                        # another node
+        ("p1", 16.1, "p1/pubs-1", "ib1", "b1"),                                        # one back
+        ("p1", 16.2, "p1/pubs-1", "ib1", "b2"),
+        ("p1", 16.6, "p1/pubs-3", "ib1", "b1"), ("p1", 16.9, "p1/pubs-0", "ib1", "b1"),  # two back
+    ])
+    assert abs(routes_back_s(routes, 15.75, 2) - (16.9 - 15.75)) < 1e-9
+    assert routes_back_s(routes[routes["t_rel_s"] < 16.8], 15.75, 2) is None  # never two again
+    lat = pd.DataFrame({"broker": ["s1"], "pub_s": [5.5], "lat_ms": [2500.0], "recv_s": [8.0]})
+    m = measure_7(FakeRun(routes[routes["t_rel_s"] < 16.8], {"stall": 5.0, "crash": 7.75, "restart": 15.75}),
+                  lat, _nacks())
+    assert m["routes_back_within_run"] is False and m["routes_back_after_restart_s"] == 20.0 - 15.75

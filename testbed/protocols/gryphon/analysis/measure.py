@@ -210,6 +210,7 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         via_b1 = []
     r1, r2 = float(_nacks_of(nk, "s1")["range_ms"].sum()), float(_nacks_of(nk, "s2")["range_ms"].sum())
     b2 = nk[(nk["node"] == "b2") & (nk["origin"] == "broker")]
+    back = routes_back_s(routes, t_restart, len(via_b1))
     rb2 = float(b2["range_ms"].sum())
     return {
         "s1_peak_latency_ms": _max(s1[(s1["pub_s"] >= t_stall) & (s1["pub_s"] <= t_crash + 1)], "lat_ms"),
@@ -217,6 +218,9 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "nacks_within_5s_of_restart": len(after),
         "s1_range_ms": r1, "s2_range_ms": r2,
         "pubends_via_b1": via_b1,
+        # not back by the run's end: the time left after the restart, a lower bound (outside any band)
+        "routes_back_after_restart_s": back if back is not None else float(rd.end_s - t_restart),
+        "routes_back_within_run": back is not None,
         "s1_nacked_pubends": sorted(set(_nacks_of(nk, "s1")["pubend"])) if "pubend" in nk else [],
         "stall_s": t_crash - t_stall,
         "s1_nacks": len(_nacks_of(nk, "s1")), "s2_nacks": len(_nacks_of(nk, "s2")),
@@ -226,6 +230,22 @@ def measure_7(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any
         "recovery_s": recovery_s(lat, "s1", t_stall, until=rd.end_s - 1),
         "normal_ms": normal_ms(lat, "s1", t_stall),
     }
+
+
+def routes_back_s(routes: pd.DataFrame, t_restart: float, k: int) -> float | None:
+    """Seconds from b1's restart until p1 again routes ``k`` of cell ib1's pubends via b1 (the paper's
+    "messages from 2 of the 4 pubends again start flowing through b1"): p1's route per pubend replayed
+    in time order from the routes it held at the restart. None: not within the run (or ``k`` = 0)."""
+    ib1 = routes[(routes["node"] == "p1") & (routes["cell"] == "ib1")]
+    if not k or not len(ib1) or "pubend" not in ib1:
+        return None
+    ib1 = ib1.sort_values("t_rel_s", kind="stable")
+    held = ib1[ib1["t_rel_s"] <= t_restart].groupby("pubend")["via"].last().to_dict()
+    for t, pe, via in ib1[ib1["t_rel_s"] > t_restart][["t_rel_s", "pubend", "via"]].itertuples(index=False):
+        held[pe] = via
+        if sum(v == "b1" for v in held.values()) >= k:
+            return float(t - t_restart)
+    return None
 
 
 def measure_8(rd: RunData, lat: pd.DataFrame, nk: pd.DataFrame) -> dict[str, Any]:
