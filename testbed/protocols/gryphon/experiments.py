@@ -393,6 +393,10 @@ def analyze(ctx) -> None:
     titles = {6: "Fig 6: link b1-s1 stalled then failed", 7: "Fig 7: b1 stalled, crashed, restarted",
               8: "Fig 8: PHB p1 stalled, crashed, restarted"}
     measures = {6: M.measure_6, 7: M.measure_7, 8: M.measure_8}
+    # the pubends drawn in colour, as the paper does ("a pubend whose messages were flowing on
+    # p1-b1" / "through broker b1"); Fig 8's failure (the PHB) is on every pubend's path
+    FOCUS = {6: lambda m, nk: nacked_pubends(nk, "s1", m["cut_at_s"]), 7: lambda m, nk: m["pubends_via_b1"],
+             8: lambda m, nk: None}
     judge = {6: claims_6, 7: claims_7, 8: claims_8}
     for f in (6, 7, 8):
         if not ctx.wants(f):
@@ -418,7 +422,8 @@ def analyze(ctx) -> None:
                 refs = [(r.x, r.y, r.label()) for r in ctx.references(f)]
                 M.fault_figure(ctx.figure_path(f), titles[f] + " (seed 0)", lat, nk,
                                [x for x, r in zip(refs, ctx.references(f)) if r.series == "latency"],
-                               [x for x, r in zip(refs, ctx.references(f)) if r.series == "nack range"])
+                               [x for x, r in zip(refs, ctx.references(f)) if r.series == "nack range"],
+                               focus=FOCUS[f](m, nk))
         ctx.add(*judge[f](ms))
         if f == 6 and ms:
             spans = [m["s1_nack_span_s"] for m in ms if m.get("s1_nack_span_s") is not None]

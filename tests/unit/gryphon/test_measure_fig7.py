@@ -65,3 +65,23 @@ def test_routes_back_is_when_p1_again_routes_as_many_pubends_via_b1_as_before_th
     m = measure_7(FakeRun(routes[routes["t_rel_s"] < 16.8], {"stall": 5.0, "crash": 7.75, "restart": 15.75}),
                   lat, _nacks())
     assert m["routes_back_within_run"] is False and m["routes_back_after_restart_s"] == 20.0 - 15.75
+
+
+def test_the_fault_figure_draws_the_failed_path_pubends_in_colour_and_the_others_in_grey(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from testbed.protocols.gryphon.analysis.measure import fault_figure
+
+    lat = pd.DataFrame({"client": ["subs-0"] * 4, "broker": ["s1"] * 4, "pub_s": [1.0, 1.1, 1.2, 1.3],
+                        "lat_ms": [10.0, 2500.0, 11.0, 2400.0],
+                        "pubend": ["p1/pubs-1", "p1/pubs-0", "p1/pubs-3", "p1/pubs-2"]})
+    seen = {}
+    monkeypatch.setattr(plt, "close", lambda fig: seen.setdefault("lines", [
+        (ln.get_label(), list(ln.get_ydata())) for ln in fig.axes[0].get_lines()]))
+    nk = _nacks().assign(cum_range_ms=lambda d: d.groupby("node")["range_ms"].cumsum())
+    fault_figure(tmp_path / "f.png", "t", lat, nk, focus=["p1/pubs-0", "p1/pubs-2"])
+    assert (tmp_path / "f.png").stat().st_size > 0
+    assert seen["lines"] == [("other pubends", [10.0, 11.0]), ("subs-0@s1 (p1/pubs-0, p1/pubs-2)", [2500.0, 2400.0])]

@@ -128,7 +128,12 @@ def fault_series(rd: RunData) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def fault_figure(path: Path, title: str, lat: pd.DataFrame, nk: pd.DataFrame,
                  refs_lat: Sequence[tuple[float | None, float, str]] = (),
-                 refs_nack: Sequence[tuple[float | None, float, str]] = ()) -> Path:
+                 refs_nack: Sequence[tuple[float | None, float, str]] = (),
+                 focus: Sequence[str] | None = None) -> Path:
+    """The latency (top) and cumulative nack range (bottom) of a fault run. ``focus``: the pubends
+    whose messages flowed through the failed element; the paper draws "a subscriber that is
+    subscribing to messages from a pubend whose messages were flowing through broker b1", so each
+    subscriber's latency is drawn for those pubends, its other pubends in grey behind them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,9 +142,15 @@ def fault_figure(path: Path, title: str, lat: pd.DataFrame, nk: pd.DataFrame,
     from testbed.analysis.plots import draw_refs
 
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    focused = focus is not None and len(focus) > 0 and "pubend" in lat
+    if focused:
+        rest = lat[~lat["pubend"].isin(list(focus))]
+        a1.plot(rest["pub_s"], rest["lat_ms"], ".", ms=1, color="0.8", label="other pubends", zorder=1)
+        lat = lat[lat["pubend"].isin(list(focus))]
     for (client, broker), g in lat.groupby(["client", "broker"]):
         g = g.sort_values("pub_s")
-        a1.plot(g["pub_s"], g["lat_ms"], ".", ms=2, label=f"{client}@{broker}")
+        a1.plot(g["pub_s"], g["lat_ms"], ".", ms=2, zorder=2,
+                label=f"{client}@{broker}" + (f" ({', '.join(sorted(focus or []))})" if focused else ""))
     draw_refs(a1, refs_lat)
     a1.set_ylabel("latency (ms)")
     a1.set_title(title)
