@@ -361,6 +361,20 @@ def _spark_settings_restored(request):
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and any(m in report.keywords for m in _REQUIRED_MARKERS):
         _skipped_required.append(report.nodeid)
+    _timeline(report)
+
+
+def _timeline(report: pytest.TestReport) -> None:
+    """With TESTBED_TEST_TIMELINE=FILE (the controller's side under xdist): one CSV line per test phase,
+    worker, nodeid, phase, start, stop (epoch s); `scripts/suite_timeline.py FILE` shows where a run's
+    wall time went (how busy the workers were, what ran last). docs/testing.md."""
+    path = os.environ.get("TESTBED_TEST_TIMELINE")
+    if not path or os.environ.get("PYTEST_XDIST_WORKER") or not getattr(report, "stop", 0):
+        return
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    wid = getattr(worker, "id", "main")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{wid},{report.nodeid.replace(',', ';')},{report.when},{report.start:.3f},{report.stop:.3f}\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
