@@ -205,6 +205,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs/ shared with the other workers (and their `.active` record)
     # (set in each xdist worker, not in the controller whose environment the workers inherit)
     controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    _session["worker"] = hasattr(config, "workerinput")
     if not controller and not os.environ.get("TESTBED_RUNS"):
         import atexit
         import shutil
@@ -364,12 +365,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _timeline(report)
 
 
+_session = {"worker": False}  # this process is an xdist worker (pytest_configure)
+
+
 def _timeline(report: pytest.TestReport) -> None:
     """With TESTBED_TEST_TIMELINE=FILE (the controller's side under xdist): one CSV line per test phase,
     worker, nodeid, phase, start, stop (epoch s); `scripts/suite_timeline.py FILE` shows where a run's
     wall time went (how busy the workers were, what ran last). docs/testing.md."""
     path = os.environ.get("TESTBED_TEST_TIMELINE")
-    if not path or os.environ.get("PYTEST_XDIST_WORKER") or not getattr(report, "stop", 0):
+    if not path or _session["worker"] or not getattr(report, "stop", 0):
         return
     worker = getattr(getattr(report, "node", None), "gateway", None)
     wid = getattr(worker, "id", "main")

@@ -127,7 +127,7 @@ def test_pure():
 def _inner(tmp_path: Path, ci: bool, sub: str = "", workers: int = 0) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / sub / "test_inner.py").write_text(INNER)
-    env = {**os.environ, "CI": "true" if ci else "", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "CI": "true" if ci else "", "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": ""}
     xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rEs", "-p", "no:cacheprovider", *xdist, "-p", "no:warnings",
                            "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
