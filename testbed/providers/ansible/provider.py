@@ -82,6 +82,7 @@ START_TIMEOUT_S = 60.0
 REGISTRY_ENV = "TESTBED_ANSIBLE_REGISTRY"
 CACHE_ENV = "TESTBED_CACHE"
 SIGNAL_OF = {"crash": "KILL", "pause": "STOP", "resume": "CONT"}
+CONTAINER_RUN_DIR = "/run/testbed"  # hostside/host.py's IN_RUN: the run's files inside a node container
 
 
 def cache_dir() -> Path:
@@ -275,7 +276,9 @@ class AnsibleProvider(Provider):
             secret = run_secret(run, create=True)
             per_host: dict[str, dict[str, bytes]] = {h: {} for h in hosts}
             for n, ep in lay.endpoints.items():
-                rroot = f"{state['roots'][ep.host]}/runs/{run.run_id}"
+                # a container sees its run's files at CONTAINER_RUN_DIR (hostside/host.py, IN_RUN)
+                rroot = (CONTAINER_RUN_DIR if runtimes[ep.host] == "docker"
+                         else f"{state['roots'][ep.host]}/runs/{run.run_id}")
                 cfg = render_node_config(
                     plan, run.run_id, n, listen=("0.0.0.0", ep.data[1]), control=("0.0.0.0", ep.control[1]),
                     peers=peers, emulation=emulation, log_path=f"{rroot}/logs/{n}.jsonl",
