@@ -240,7 +240,7 @@ def test_up_faults_down(client, image, tmp_path):
 
 
 def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
-    """The remote-engine code paths (config copied in, published control port, logs collected)."""
+    """The remote-engine code paths (config copied in, nothing published, logs collected)."""
     from testbed.providers.docker.provider import DockerProvider
 
     plan = echo_plan(3)
@@ -249,7 +249,9 @@ def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
     try:
         dep = p.up(plan, run, lambda m: None)
         for n, ep in dep.endpoints.items():
-            assert ep.control[0] == "127.0.0.1" and ep.control[1] != 7001
+            # no port published: the control port is the container's own (no SSH here: no tunnel)
+            assert ep.control == (ep.data[0], 7001) and ep.tunnel is None
+            assert not client.api.inspect_container(run.state["containers"][n]["id"])["HostConfig"]["PortBindings"]
             assert control_call(run, tuple(ep.control), "ping")["node"] == n
             # a remote engine's containers run as the image's user (no bind mounts to own)
             assert node_process_ids(client, run.state["containers"][n]["id"])[0] == [NODE_UID] * 4

@@ -18,8 +18,11 @@
   ``collect`` has nothing to do. The controller reaches the control port at the
   container's address on the bridge.
 * Remote engine (``docker: ssh://user@host`` on the plan host): the config is copied
-  into the container before it starts (owned by the image's user, 0400), the control port is
-  published on the engine host, logs are fetched by ``collect`` from the containers.
+  into the container before it starts (owned by the image's user, 0400), logs are fetched by
+  ``collect`` from the containers. No port is published on the engine host: the controller
+  reaches each control port at the container's address through a ``direct-tcpip`` channel of
+  its SSH connection to the engine host (:mod:`testbed.providers.tunnel`; the endpoint's
+  ``tunnel``), so only the engine host and the run's own containers can connect to it.
 * Link emulation: ``kernel`` when the engine's kernel has sch_netem (tc commands from
   :mod:`testbed.links.netem` run inside each container with ``docker exec``), else
   ``userspace`` (the node runtime emulates links itself).
@@ -99,6 +102,17 @@ def _key_for(plan: Plan, url: str | None) -> tuple[str | None, str | None]:
         if url and (hp.docker == url or (hp.address and hp.address in url)):
             return hp.key, hp.name
     return None, None
+
+
+def ssh_tunnel(url: str | None, key: str | None) -> dict[str, Any] | None:
+    """The SSH target through which the controller reaches control ports on an ``ssh://`` engine
+    (:mod:`testbed.providers.tunnel`), or None (this machine's engine: the container's address)."""
+    if not url or not url.startswith("ssh://"):
+        return None
+    from testbed.providers.engine import parse_ssh_url
+
+    t = parse_ssh_url(url)
+    return {"kind": "docker", "address": t.hostname, "port": t.port or 22, "user": t.username, "key": key}
 
 
 def container_user(remote: bool, uid: int | None = None, gid: int | None = None) -> str:
@@ -201,6 +215,9 @@ class DockerProvider(Provider):
         from testbed.providers.image import ensure_image
 
         url = engine_url(plan)
+        if url and url.startswith(("tcp://", "http://", "https://")):
+            raise ProviderError(f"docker engine {url}: a remote engine is reached with ssh://user@host (the "
+                                "controller reaches the nodes' control ports through that SSH connection)")
         key, host = _key_for(plan, url)
         client = self._client(url, key, host)
         remote = self._is_remote(url)
@@ -299,17 +316,14 @@ class DockerProvider(Provider):
                 address: str) -> str:
         api = client.api
         binds: dict[str, dict[str, str]] = {}
-        ports = None
-        port_bindings = None
         if not remote:
             binds = {
                 str(run.logs_dir): {"bind": IN_LOGS, "mode": "rw"},
                 str(run.node_state_dir(n)): {"bind": f"{IN_STATE}/{n}", "mode": "rw"},
                 str(run.configs_dir / f"{n}.json"): {"bind": IN_CONFIG, "mode": "ro"},
             }
-        else:
-            ports = [CONTROL_PORT]
-            port_bindings = {CONTROL_PORT: None}  # a free port on the engine host
+        # nothing is published, on any engine: the controller reaches the control port at the
+        # container's address (through the engine's SSH connection on a remote engine)
         node = plan.nodes[n]
         limits: dict[str, Any] = {}
         if node.cpu is not None:  # docs/topology.md, Capacity: the container's NanoCpus
@@ -318,15 +332,14 @@ class DockerProvider(Provider):
             limits["mem_limit"] = node.memory_bytes
             limits["memswap_limit"] = node.memory_bytes
         host_config = api.create_host_config(
-            binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, port_bindings=port_bindings,
-            **limits,
+            binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, **limits,
         )
         netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n], ipv4_address=address)})
         user = container_user(remote)
         c = api.create_container(
             self.image, command=[IN_CONFIG], name=container_name(run.run_id, n), user=user,
             labels=run_labels(run.run_id, **{LABEL_NODE: n}), host_config=host_config,
-            networking_config=netcfg, ports=ports, hostname=_NAME_BAD.sub("-", n)[:63] or "node",
+            networking_config=netcfg, hostname=_NAME_BAD.sub("-", n)[:63] or "node",
         )
         cid = c["Id"]
         if remote:
@@ -336,20 +349,12 @@ class DockerProvider(Provider):
 
     def _endpoints(self, client: Any, run: RunDir, plan: Plan, ids: dict[str, str], netname: str,
                    remote: bool, url: str | None) -> dict[str, Endpoint]:
+        tunnel = ssh_tunnel(url, run.state.get("engine_key"))
+
         def one(n: str) -> Endpoint:
             attrs = client.api.inspect_container(ids[n])
             ip = attrs["NetworkSettings"]["Networks"][netname]["IPAddress"]
-            control = (ip, CONTROL_PORT)
-            if remote:
-                bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
-                hp = bound[0]["HostPort"] if bound else None
-                if not hp:
-                    raise ProviderError("control port was not published", node=n)
-                from testbed.providers.engine import parse_ssh_url
-
-                addr = parse_ssh_url(url).hostname if url else "127.0.0.1"
-                control = (addr, int(hp))
-            return Endpoint(n, plan.nodes[n].host, (ip, DATA_PORT), control, ids[n])
+            return Endpoint(n, plan.nodes[n].host, (ip, DATA_PORT), (ip, CONTROL_PORT), ids[n], tunnel)
 
         with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(ids)))) as pool:
             return dict(zip(ids, pool.map(one, list(ids))))
@@ -452,14 +457,8 @@ class DockerProvider(Provider):
         changed = ep.data[0] != ip
         if changed:
             ep.data = (ip, DATA_PORT)
-            if not st.get("remote"):
-                ep.control = (ip, CONTROL_PORT)
+            ep.control = (ip, CONTROL_PORT)
             run.write("deployment.json", dep.to_dict())
-        if st.get("remote"):
-            bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
-            if bound and int(bound[0]["HostPort"]) != ep.control[1]:
-                ep.control = (ep.control[0], int(bound[0]["HostPort"]))
-                run.write("deployment.json", dep.to_dict())
         if dep.emulation == "kernel":
             ids = {n: c["id"] for n, c in st.get("containers", {}).items()}
             plan = run.plan()
