@@ -199,3 +199,54 @@ def test_control_forward_through_the_ssh_connection(sshd, monkeypatch):
     monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / "empty_known_hosts"))
     with pytest.raises(ConnectionError, match="not found in known_hosts"):
         SSHTunnels().open(target, ("127.0.0.1", 1), 5.0)
+
+
+_PROBE = ("import socket, sys\n"
+          "try:\n"
+          "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close(); print('open')\n"
+          "except OSError as e: print(type(e).__name__)\n")
+
+
+def test_control_ports_on_a_remote_engine_are_reached_only_through_ssh(sshd, monkeypatch, tmp_path):
+    """A container on another network of the engine (here the default bridge) cannot connect to
+    a node's control port; a container of the run's own network can (the data path); the
+    controller drives the nodes through the engine's SSH connection (status, a stall)."""
+    from testbed import api
+    from testbed.providers import engine
+    from testbed.providers.image import DEFAULT_TAG
+
+    monkeypatch.setenv(engine.KNOWN_HOSTS_ENV, str(sshd["dir"] / "known_hosts"))
+    topo = tmp_path / "remote-probe.yaml"
+    topo.write_text(f"""
+version: 1
+name: remote-probe
+protocol: pubsub
+provider: docker
+duration: 30s
+sites:
+  a: {{}}
+hosts:
+  h1: {{docker: "{sshd['url']}", key: {sshd['key']}, site: a}}
+nodes:
+  b1: {{role: broker, site: a, host: h1}}
+  b2: {{role: broker, site: a, host: h1, neighbors: [b1]}}
+""")
+    runs = str(tmp_path / "runs")
+    rd = api.up(str(topo), runs_dir=runs, schedule=False)
+    client = engine.connect()
+    try:
+        ep = rd.deployment().endpoints["b1"]
+        assert ep.tunnel and ep.control == (ep.data[0], 7001)
+        other = client.containers.run(DEFAULT_TAG, entrypoint=["python3", "-c", _PROBE, ep.control[0], "7001"],
+                                      remove=True, labels={"testbed.managed": "1"}).decode().strip()
+        own = client.containers.run(DEFAULT_TAG, entrypoint=["python3", "-c", _PROBE, ep.control[0], "7001"],
+                                    remove=True, network=rd.state["network"],
+                                    labels={"testbed.run": rd.run_id, "testbed.managed": "1"}).decode().strip()
+        assert (other, own) == ("TimeoutError", "open"), (other, own)
+        assert {n["node"]: n["state"] for n in api.status(rd.run_id, runs_dir=runs)["nodes"]} == {
+            "b1": "running", "b2": "running"}
+        entries = api.inject("{stall: b1, for: 1s}", rd.run_id, runs_dir=runs)
+        assert entries[0]["status"] == "done", entries
+    finally:
+        api.down(rd.run_id, runs_dir=runs)
+    assert client.containers.list(all=True, filters={"label": f"testbed.run={rd.run_id}"}) == []
