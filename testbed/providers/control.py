@@ -164,7 +164,7 @@ class Controls:
                 time.sleep(0.05)
 
     def refresh(self, deployment: Deployment) -> None:
-        """Take endpoints that moved (e.g. a restarted container's published control port)."""
+        """Take endpoints that moved (e.g. a restarted container at a new address, or a new tunnel)."""
         for node, ep in deployment.endpoints.items():
             old = self.deployment.endpoints.get(node)
             if old is not None and (tuple(old.control) != tuple(ep.control) or tuple(old.data) != tuple(ep.data)
