@@ -96,13 +96,20 @@ class Controls:
         self._locks: dict[str, threading.Lock] = {n: threading.Lock() for n in deployment.endpoints}
         self._pool = ThreadPoolExecutor(max_workers=min(32, max(4, len(deployment.endpoints))))
 
+    def _new_client(self, node: str, timeout: float) -> ControlClient:
+        ep = self.deployment.endpoints[node]
+        connector = None
+        if ep.tunnel:  # a remote control port: a direct-tcpip channel of the host's SSH connection
+            from testbed.providers.tunnel import TUNNELS
+
+            connector = TUNNELS.connector(ep.tunnel, (ep.control[0], int(ep.control[1])))
+        return ControlClient(ep.control[0], ep.control[1], timeout=timeout, secret=self.secret,
+                             origin=self.origin, run_id=self.deployment.run_id, node=node, connector=connector)
+
     def _client(self, node: str) -> ControlClient:
         c = self._clients.get(node)
         if c is None:
-            ep = self.deployment.endpoints[node]
-            c = ControlClient(ep.control[0], ep.control[1], timeout=self.timeout, secret=self.secret,
-                              origin=self.origin, run_id=self.deployment.run_id, node=node)
-            self._clients[node] = c
+            c = self._clients[node] = self._new_client(node, self.timeout)
         return c
 
     def call(self, node: str, op: str, **args: Any) -> dict[str, Any]:
@@ -143,10 +150,8 @@ class Controls:
                     why = alive(node)
                     if why:
                         raise ProviderError(f"exited during start-up: {why}", node=node)
-                ep = self.deployment.endpoints[node]
                 try:
-                    c = ControlClient(ep.control[0], ep.control[1], timeout=1.0, secret=self.secret,
-                                      origin=self.origin, run_id=self.deployment.run_id, node=node)
+                    c = self._new_client(node, 1.0)
                     c.call("ping")
                     self._clients[node] = c
                     pending.discard(node)
@@ -159,10 +164,11 @@ class Controls:
                 time.sleep(0.05)
 
     def refresh(self, deployment: Deployment) -> None:
-        """Take endpoints that moved (e.g. a restarted container's published control port)."""
+        """Take endpoints that moved (e.g. a restarted container at a new address, or a new tunnel)."""
         for node, ep in deployment.endpoints.items():
             old = self.deployment.endpoints.get(node)
-            if old is not None and (tuple(old.control) != tuple(ep.control) or tuple(old.data) != tuple(ep.data)):
+            if old is not None and (tuple(old.control) != tuple(ep.control) or tuple(old.data) != tuple(ep.data)
+                                    or old.tunnel != ep.tunnel):
                 with self._locks[node]:
                     self.deployment.endpoints[node] = ep
                     self._drop(node)

@@ -38,6 +38,11 @@ OFFLINE_BASE = "testbed-base:bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 MIRROR_ENV = "TESTBED_DEBIAN_MIRROR"
 CONTEXT_LABEL = "testbed.context"
+#: The image's fixed unprivileged user (``images/node/Dockerfile``): nodes never run as root.
+#: The ansible host side (``hostside/host.py``, stdlib only) keeps the same number.
+NODE_UID = 10001
+NODE_GID = 10001
+NODE_USER = f"{NODE_UID}:{NODE_GID}"
 
 _PKG_ROOT = Path(testbed.__file__).resolve().parent  # .../testbed
 _REPO_ROOT = _PKG_ROOT.parent

@@ -20,6 +20,11 @@ class Endpoint:
     data: tuple[str, int]  # address other nodes use
     control: tuple[str, int]  # address the controller uses
     handle: str = ""  # pid, container id, ...
+    # None: the controller connects to ``control`` over TCP. Else the SSH target through which
+    # ``control`` is reached (address, port, user, key path, kind: testbed/providers/tunnel.py):
+    # remote control ports listen on the host's loopback (ansible) or on a container address only
+    # the engine host reaches (docker on an ssh:// engine).
+    tunnel: dict[str, Any] | None = None
 
 
 @dataclass
@@ -38,7 +43,8 @@ class Deployment:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Deployment":
         eps = {
-            k: Endpoint(v["node"], v["host"], tuple(v["data"]), tuple(v["control"]), v.get("handle", ""))
+            k: Endpoint(v["node"], v["host"], tuple(v["data"]), tuple(v["control"]), v.get("handle", ""),
+                        v.get("tunnel"))
             for k, v in d["endpoints"].items()
         }
         return cls(d["run_id"], d["provider"], d["emulation"], eps, d.get("extra", {}))

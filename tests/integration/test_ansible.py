@@ -60,6 +60,8 @@ def test_smoke_across_three_hosts(ansible_env, tmp_path):
     assert {ep.host for ep in dep.endpoints.values()} == set(HOSTS)
     for ep in dep.endpoints.values():
         assert ep.data[0] == hosts.addresses[ep.host]
+        # control on the host's loopback, reached through the host's SSH connection
+        assert ep.control[0] == "127.0.0.1" and ep.tunnel["address"] == hosts.addresses[ep.host], ep
     # faults on every host, all done on time
     tl = m["timeline"]
     assert tl and all(e["status"] == "done" for e in tl), tl
@@ -120,8 +122,22 @@ def test_up_inject_down_and_wipe(ansible_env, tmp_path):
     topo = spread_smoke(tmp_path)
     runs = str(tmp_path / "runs")
     rd = api.up(str(topo), set_vars=set_vars(hosts), provider="ansible", runs_dir=runs)  # background schedule
-    st = api.status(rd.run_id, runs_dir=runs)
+    st = api.status(rd.run_id, runs_dir=runs)  # status pings every node: through the SSH forwards
     assert {n["state"] for n in st["nodes"]} == {"running"}
+    # another machine on the hosts' network (h2) reaches b1's data port on h1, never its control
+    # port: that listens on h1's loopback only, for the controller's direct-tcpip channels
+    ep = rd.deployment().endpoints["b1"]
+    assert ep.host == "h1" and ep.control[0] == "127.0.0.1" and ep.tunnel
+    probe = ("import socket, sys\n"
+             "for port in sys.argv[2:]:\n"
+             "    try:\n"
+             "        socket.create_connection((sys.argv[1], int(port)), timeout=3).close(); print(port, 'open')\n"
+             "    except OSError as e: print(port, type(e).__name__)\n")
+    seen = hosts.exec("h2", "python3", "-c", probe, hosts.addresses["h1"], str(ep.data[1]), str(ep.control[1]))
+    assert seen.split("\n") == [f"{ep.data[1]} open", f"{ep.control[1]} ConnectionRefusedError"], seen
+    listening = hosts.exec("h1", "cat", "/proc/net/tcp")
+    assert f"0100007F:{ep.control[1]:04X} 00000000:0000 0A" in listening  # 127.0.0.1, LISTEN
+    assert f"00000000:{ep.data[1]:04X} 00000000:0000 0A" in listening  # 0.0.0.0, LISTEN
     deadline = time.monotonic() + 60
     while rd.manifest.get("status") != "running" and time.monotonic() < deadline:
         time.sleep(0.1)  # the controller started the workload (every node must be up for that)

@@ -120,6 +120,15 @@ def test_up_status_inject_down_wipe(env, tmp_path):
     names = sorted(ln.split()[0] for ln in lab.containers_on("h1"))
     assert names == sorted(f"tb-{rd.run_id}-{n}" for n in on_h1)
     assert all(" Up " in f" {ln} " for ln in lab.containers_on("h1"))
+    # never root inside: the SSH user's uid (tb); the root SSH user's path (the image's user) is
+    # test_docker.py::test_ansible_host_side_container_of_a_root_ssh_user_runs_as_the_image_user
+    tb_uid = lab.exec("h1", "id", "-u", USER).strip()
+    for name in names:
+        pid = lab.exec("h1", "docker", "inspect", "-f", "{{.State.Pid}}", name).strip()
+        status = dict(ln.split(":", 1) for ln in lab.exec("h1", "cat", f"/proc/{pid}/status").splitlines()
+                      if ":" in ln)
+        assert "testbed.nodes" in lab.exec("h1", "cat", f"/proc/{pid}/cmdline"), name
+        assert status["Uid"].split() == [tb_uid] * 4 and tb_uid != "0", (name, status.get("Uid"))
     st = {n["node"]: n for n in api.status(rd.run_id, runs_dir=runs)["nodes"]}
     assert {n["state"] for n in st.values()} == {"running"}, st
     assert "container tb-" in st["b1"]["detail"] and "container" not in st["b5"]["detail"]

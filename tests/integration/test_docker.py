@@ -17,6 +17,7 @@ import pytest
 
 from testbed.errors import ProviderError
 from testbed.nodes.runtime.control_client import ControlClient
+from testbed.providers.image import NODE_UID
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, HostPlan, LinkSpec, NodePlan, Plan
 
@@ -85,6 +86,16 @@ def labeled(client, label: str) -> dict[str, list]:
 
 def act(op: str, node: str) -> Action:
     return Action(at_s=0.0, op=op, fault=0, target=(node,))
+
+
+def node_process_ids(client, cid: str) -> tuple[list[int], int]:
+    """(real, effective, saved, fs uids) and the effective capability mask of a container's node
+    process, from /proc/<pid>/status on this machine (the engine's)."""
+    pid = client.api.inspect_container(cid)["State"]["Pid"]
+    status = Path(f"/proc/{pid}/status").read_text()
+    fields = dict(ln.split(":", 1) for ln in status.splitlines() if ":" in ln)
+    assert "testbed.nodes" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    return [int(x) for x in fields["Uid"].split()], int(fields["CapEff"].strip(), 16)
 
 
 def states(provider, run) -> dict[str, str]:
@@ -161,6 +172,11 @@ def test_up_faults_down(client, image, tmp_path):
             assert c["Config"]["Labels"]["testbed.managed"] == "1"
             assert c["HostConfig"]["CapAdd"] == ["NET_ADMIN"]
             assert c["HostConfig"]["Privileged"] is False
+            # never root: the controller's own uid, or (a root controller) the image's user
+            uids, cap_eff = node_process_ids(client, c["Id"])
+            want = NODE_UID if os.getuid() == 0 else os.getuid()
+            assert uids == [want] * 4 and 0 not in uids, (n, uids)
+            assert cap_eff == 0, (n, hex(cap_eff))  # NET_ADMIN is not the node's (tc runs as exec --user 0)
             cfg = json.loads((run.configs_dir / f"{n}.json").read_text())
             assert cfg["emulation"] == dep.emulation and cfg["log_path"] == f"/run/logs/{n}.jsonl"
         assert states(p, run) == {n: "running" for n in plan.nodes}
@@ -224,7 +240,7 @@ def test_up_faults_down(client, image, tmp_path):
 
 
 def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
-    """The remote-engine code paths (config copied in, published control port, logs collected)."""
+    """The remote-engine code paths (config copied in, nothing published, logs collected)."""
     from testbed.providers.docker.provider import DockerProvider
 
     plan = echo_plan(3)
@@ -233,8 +249,12 @@ def test_remote_mode_paths_on_local_engine(client, image, tmp_path):
     try:
         dep = p.up(plan, run, lambda m: None)
         for n, ep in dep.endpoints.items():
-            assert ep.control[0] == "127.0.0.1" and ep.control[1] != 7001
+            # no port published: the control port is the container's own (no SSH here: no tunnel)
+            assert ep.control == (ep.data[0], 7001) and ep.tunnel is None
+            assert not client.api.inspect_container(run.state["containers"][n]["id"])["HostConfig"]["PortBindings"]
             assert control_call(run, tuple(ep.control), "ping")["node"] == n
+            # a remote engine's containers run as the image's user (no bind mounts to own)
+            assert node_process_ids(client, run.state["containers"][n]["id"])[0] == [NODE_UID] * 4
         assert not (run.logs_dir / "b1.jsonl").exists()  # nothing bind-mounted
         time.sleep(0.3)
         p.collect(run, lambda m: None)
@@ -349,3 +369,55 @@ def test_kernel_emulation_applies_tc_inside_containers(client, image, tmp_path):
     finally:
         p.down(run, lambda m: None)
     assert labeled(client, f"testbed.run={run.run_id}")["containers"] == []
+
+
+def test_ansible_host_side_container_of_a_root_ssh_user_runs_as_the_image_user(client, image, tmp_path):
+    """The ansible provider's container runtime (hostside/host.py) on this machine's engine, as
+    the root SSH user would run it: the node runs as the image's unprivileged user, reads its
+    0600 config, writes its log into the run directory on the host, where root reads it."""
+    if os.getuid() != 0:
+        pytest.skip("the root SSH user's path needs root (the test hosts' user `tb` covers the other)")
+    import socket
+    import sys as _sys
+
+    from testbed.providers.ansible.bundle import tar_files
+    from testbed.providers.ansible.provider import CONTAINER_RUN_DIR
+    from testbed.providers.control import run_secret
+    from testbed.render.node_config import render_node_config
+
+    hostside = str(REPO / "testbed" / "providers" / "hostside")
+    _sys.path.insert(0, hostside)
+    try:
+        import host as hostmod
+    finally:
+        _sys.path.remove(hostside)
+    assert hostmod.IN_RUN == CONTAINER_RUN_DIR and hostmod.NODE_UID == NODE_UID
+
+    plan = echo_plan(1)
+    run = new_run(tmp_path, plan, f"dk-ansroot-{os.getpid()}")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    cfg = render_node_config(plan, run.run_id, "b1", listen=("127.0.0.1", ports[0]), control=("127.0.0.1", ports[1]),
+                             peers={"b1": ("127.0.0.1", ports[0])}, emulation="userspace",
+                             log_path=f"{CONTAINER_RUN_DIR}/logs/b1.jsonl", state_dir=f"{CONTAINER_RUN_DIR}/state/b1",
+                             secret=run_secret(run, create=True))
+    h = hostmod.Host(str(tmp_path / "root"))
+    tar = tar_files(tmp_path / "configs.tar", {"b1.json": json.dumps(cfg).encode()})
+    hostmod.unpack_configs(h, run.run_id, str(tar))
+    hostmod.write_json(os.path.join(h.run_dir(run.run_id), "runtime.json"), {"image": image, "docker": ["docker"]})
+    try:
+        h.spawn(run.run_id, "b1")
+        name = hostmod.container_name(run.run_id, "b1")
+        uids, cap_eff = node_process_ids(client, name)
+        assert uids == [NODE_UID] * 4 and cap_eff == 0
+        assert wait_ping(run, ("127.0.0.1", ports[1]))["node"] == "b1"
+        time.sleep(0.3)
+        log = Path(h.run_dir(run.run_id)) / "logs" / "b1.jsonl"
+        assert log.stat().st_uid == NODE_UID
+        assert json.loads(log.read_text().splitlines()[0])["node"] == "b1"
+    finally:
+        h.stop(run.run_id)
+    assert client.api.containers(all=True, filters={"label": f"testbed.run={run.run_id}"}) == []

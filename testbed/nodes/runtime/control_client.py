@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from testbed.nodes.runtime import auth, codec
 from testbed.nodes.runtime.framing import FrameDecoder, FrameError
@@ -31,8 +31,13 @@ from testbed.nodes.runtime.framing import FrameDecoder, FrameError
 
 class ControlClient:
     def __init__(self, host: str, port: int, timeout: float = 5.0, *, secret: bytes,
-                 origin: str = "housekeeping", run_id: str | None = None, node: str | None = None) -> None:
+                 origin: str = "housekeeping", run_id: str | None = None, node: str | None = None,
+                 connector: Callable[[float], Any] | None = None) -> None:
         self.host = host
+        # connector(timeout) -> a connected socket-like object (recv/sendall/settimeout/close),
+        # e.g. an SSH direct-tcpip channel to a control port bound to a remote host's loopback
+        # (testbed/providers/tunnel.py); it raises ConnectionError/TimeoutError. None: TCP.
+        self.connector = connector
         self.port = int(port)
         self.timeout = timeout
         self.secret = secret
@@ -48,13 +53,16 @@ class ControlClient:
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
-            try:
-                s = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            except socket.timeout:
-                raise TimeoutError(f"control {self.host}:{self.port}: connect timed out") from None
-            except OSError as e:
-                raise ConnectionError(f"control {self.host}:{self.port}: {e.strerror or e}") from None
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.connector is not None:
+                s = self.connector(self.timeout)
+            else:
+                try:
+                    s = socket.create_connection((self.host, self.port), timeout=self.timeout)
+                except socket.timeout:
+                    raise TimeoutError(f"control {self.host}:{self.port}: connect timed out") from None
+                except OSError as e:
+                    raise ConnectionError(f"control {self.host}:{self.port}: {e.strerror or e}") from None
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock = s
             self._dec = FrameDecoder()
             self._replies = []

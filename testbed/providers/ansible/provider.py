@@ -27,7 +27,10 @@ the plan's links are expressible per host pair; else the node runtime's userspac
 emulation per destination node. ``$TESTBED_ANSIBLE_EMULATION`` forces either. The choice
 and its reason are in the deployment and the manifest.
 
-Process faults go through one persistent SSH connection per host carrying four sessions to
+Control ports listen on each host's loopback (``127.0.0.1``; the data ports on every interface,
+where the peers reach them): the controller reaches them through ``direct-tcpip`` channels of an
+SSH connection per host (:mod:`testbed.providers.tunnel`, the endpoint's ``tunnel``), so no other
+machine can connect to them. Process faults go through one persistent SSH connection per host carrying four sessions to
 ``tbhost.py agent`` (which signals processes, or drives the host's Docker engine for
 containers), opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller
 process) so no connection is set up on the schedule's critical path. Link faults use the nodes'
@@ -82,6 +85,8 @@ START_TIMEOUT_S = 60.0
 REGISTRY_ENV = "TESTBED_ANSIBLE_REGISTRY"
 CACHE_ENV = "TESTBED_CACHE"
 SIGNAL_OF = {"crash": "KILL", "pause": "STOP", "resume": "CONT"}
+LOOPBACK = "127.0.0.1"  # where a node's control port listens on its host
+CONTAINER_RUN_DIR = "/run/testbed"  # hostside/host.py's IN_RUN: the run's files inside a node container
 
 
 def cache_dir() -> Path:
@@ -121,6 +126,13 @@ def _emulation_override() -> str | None:
     if override not in (None, "kernel", "userspace"):
         raise ProviderError(f"{EMULATION_ENV}={override!r}: choose kernel or userspace")
     return override
+
+
+def ssh_tunnel(hp: Any) -> dict[str, Any]:
+    """The SSH target through which the controller reaches a host's control ports (bound to its
+    loopback): :mod:`testbed.providers.tunnel`, known_hosts verified like the provider's sessions."""
+    return {"kind": "ansible", "address": hp.address, "port": int(hp.port or 22), "user": hp.user,
+            "key": hp.key}
 
 
 @dataclass(frozen=True)
@@ -265,6 +277,9 @@ class AnsibleProvider(Provider):
 
             # 2. configs: addresses from the plan's hosts, ports the hosts found free
             lay = layout(plan, {h: facts[h]["ports"] for h in hosts})
+            for ep in lay.endpoints.values():  # control: the host's loopback, through its SSH connection
+                ep.control = (LOOPBACK, ep.control[1])
+                ep.tunnel = ssh_tunnel(hosts[ep.host])
             node_hosts = {n: p.host for n, p in plan.nodes.items()}
             emulation, reason = choose_emulation(plan, node_hosts, facts, {h: hp.become for h, hp in hosts.items()},
                                                  override)
@@ -275,9 +290,11 @@ class AnsibleProvider(Provider):
             secret = run_secret(run, create=True)
             per_host: dict[str, dict[str, bytes]] = {h: {} for h in hosts}
             for n, ep in lay.endpoints.items():
-                rroot = f"{state['roots'][ep.host]}/runs/{run.run_id}"
+                # a container sees its run's files at CONTAINER_RUN_DIR (hostside/host.py, IN_RUN)
+                rroot = (CONTAINER_RUN_DIR if runtimes[ep.host] == "docker"
+                         else f"{state['roots'][ep.host]}/runs/{run.run_id}")
                 cfg = render_node_config(
-                    plan, run.run_id, n, listen=("0.0.0.0", ep.data[1]), control=("0.0.0.0", ep.control[1]),
+                    plan, run.run_id, n, listen=("0.0.0.0", ep.data[1]), control=(LOOPBACK, ep.control[1]),
                     peers=peers, emulation=emulation, log_path=f"{rroot}/logs/{n}.jsonl",
                     state_dir=f"{rroot}/state/{n}", secret=secret,
                 )

@@ -3,8 +3,12 @@
 * One user-defined bridge network per run (``tb-<run id>``); every node is reachable
   by its network alias ``<node>`` on port 7000 (data) and 7001 (control).
 * Containers ``tb-<run id>-<node>`` from the node image, ``cap_add=[NET_ADMIN]`` only
-  (never privileged), running as the controller's uid:gid so files in the run
-  directory stay the user's.
+  (never privileged), never as root (:func:`container_user`): as the controller's uid:gid when
+  the controller is not root (files in the run directory stay the user's), else as the image's
+  unprivileged user (``NODE_UID``, 10001), to which ``up`` gives the node's bind mounts (its
+  config, its state directory, the logs directory; the run directory itself stays root's,
+  0700). ``tc`` runs through ``docker exec --user 0``: CAP_NET_ADMIN is in the container's
+  bounding set, effective for root only, so the node process itself cannot use it.
 * Every container, network and volume is labeled ``testbed.run=<run id>`` and
   ``testbed.managed=1``: ``down`` finds a run's resources by label, ``wipe`` finds
   everything testbed ever made, whatever ``state.json`` says.
@@ -14,8 +18,11 @@
   ``collect`` has nothing to do. The controller reaches the control port at the
   container's address on the bridge.
 * Remote engine (``docker: ssh://user@host`` on the plan host): the config is copied
-  into the container before it starts, the control port is published on the engine
-  host, logs are fetched by ``collect`` from the containers.
+  into the container before it starts (owned by the image's user, 0400), logs are fetched by
+  ``collect`` from the containers. No port is published on the engine host: the controller
+  reaches each control port at the container's address through a ``direct-tcpip`` channel of
+  its SSH connection to the engine host (:mod:`testbed.providers.tunnel`; the endpoint's
+  ``tunnel``), so only the engine host and the run's own containers can connect to it.
 * Link emulation: ``kernel`` when the engine's kernel has sch_netem (tc commands from
   :mod:`testbed.links.netem` run inside each container with ``docker exec``), else
   ``userspace`` (the node runtime emulates links itself).
@@ -97,12 +104,47 @@ def _key_for(plan: Plan, url: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
+def ssh_tunnel(url: str | None, key: str | None) -> dict[str, Any] | None:
+    """The SSH target through which the controller reaches control ports on an ``ssh://`` engine
+    (:mod:`testbed.providers.tunnel`), or None (this machine's engine: the container's address)."""
+    if not url or not url.startswith("ssh://"):
+        return None
+    from testbed.providers.engine import parse_ssh_url
+
+    t = parse_ssh_url(url)
+    return {"kind": "docker", "address": t.hostname, "port": t.port or 22, "user": t.username, "key": key}
+
+
+def container_user(remote: bool, uid: int | None = None, gid: int | None = None) -> str:
+    """The ``uid:gid`` a node container runs as: never root. The controller's own when it is not
+    root and the engine is this machine's (the bind-mounted files stay the user's); else the
+    image's unprivileged user (a remote engine's containers have no bind mounts; a root
+    controller gives that user the node's bind mounts, :func:`give_to_node_user`)."""
+    from testbed.providers.image import NODE_USER
+
+    uid = os.getuid() if uid is None else uid
+    gid = os.getgid() if gid is None else gid
+    return NODE_USER if remote or uid == 0 else f"{uid}:{gid}"
+
+
+def give_to_node_user(*paths) -> None:
+    """chown the node's bind mounts to the image's user (a root controller's run on the local
+    engine): the node writes its log and state and reads its config (0600) as that user."""
+    from testbed.providers.image import NODE_GID, NODE_UID
+
+    for p in paths:
+        os.chown(p, NODE_UID, NODE_GID, follow_symlinks=False)
+
+
 def _tar_one(name: str, data: bytes) -> bytes:
+    from testbed.providers.image import NODE_GID, NODE_UID
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         info = tarfile.TarInfo(name)
         info.size = len(data)
-        info.mode = 0o400  # the node config holds the run secret
+        info.mode = 0o400  # the node config holds the run secret: the node's user's alone
+        info.uid, info.gid = NODE_UID, NODE_GID
         info.mtime = int(time.time())
         tf.addfile(info, io.BytesIO(data))
     return buf.getvalue()
@@ -173,6 +215,9 @@ class DockerProvider(Provider):
         from testbed.providers.image import ensure_image
 
         url = engine_url(plan)
+        if url and url.startswith(("tcp://", "http://", "https://")):
+            raise ProviderError(f"docker engine {url}: a remote engine is reached with ssh://user@host (the "
+                                "controller reaches the nodes' control ports through that SSH connection)")
         key, host = _key_for(plan, url)
         client = self._client(url, key, host)
         remote = self._is_remote(url)
@@ -201,6 +246,9 @@ class DockerProvider(Provider):
         from testbed.providers.control import run_secret, write_private_json
 
         secret = run_secret(run, create=True)
+        as_node_user = not remote and container_user(remote) != f"{os.getuid()}:{os.getgid()}"
+        if as_node_user:
+            give_to_node_user(run.logs_dir)
         for n in names:
             run.node_state_dir(n).mkdir(parents=True, exist_ok=True)
             cfg = render_node_config(
@@ -209,6 +257,8 @@ class DockerProvider(Provider):
                 log_path=f"{IN_LOGS}/{n}.jsonl", state_dir=f"{IN_STATE}/{n}", secret=secret,
             )
             write_private_json(run.configs_dir / f"{n}.json", cfg)
+            if as_node_user:
+                give_to_node_user(run.node_state_dir(n), run.configs_dir / f"{n}.json")
 
         progress(f"creating and starting {len(names)} containers")
         ids: dict[str, str] = {}
@@ -266,17 +316,14 @@ class DockerProvider(Provider):
                 address: str) -> str:
         api = client.api
         binds: dict[str, dict[str, str]] = {}
-        ports = None
-        port_bindings = None
         if not remote:
             binds = {
                 str(run.logs_dir): {"bind": IN_LOGS, "mode": "rw"},
                 str(run.node_state_dir(n)): {"bind": f"{IN_STATE}/{n}", "mode": "rw"},
                 str(run.configs_dir / f"{n}.json"): {"bind": IN_CONFIG, "mode": "ro"},
             }
-        else:
-            ports = [CONTROL_PORT]
-            port_bindings = {CONTROL_PORT: None}  # a free port on the engine host
+        # nothing is published, on any engine: the controller reaches the control port at the
+        # container's address (through the engine's SSH connection on a remote engine)
         node = plan.nodes[n]
         limits: dict[str, Any] = {}
         if node.cpu is not None:  # docs/topology.md, Capacity: the container's NanoCpus
@@ -285,15 +332,14 @@ class DockerProvider(Provider):
             limits["mem_limit"] = node.memory_bytes
             limits["memswap_limit"] = node.memory_bytes
         host_config = api.create_host_config(
-            binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, port_bindings=port_bindings,
-            **limits,
+            binds=binds or None, cap_add=["NET_ADMIN"], network_mode=netname, **limits,
         )
         netcfg = api.create_networking_config({netname: api.create_endpoint_config(aliases=[n], ipv4_address=address)})
-        user = None if remote else f"{os.getuid()}:{os.getgid()}"
+        user = container_user(remote)
         c = api.create_container(
             self.image, command=[IN_CONFIG], name=container_name(run.run_id, n), user=user,
             labels=run_labels(run.run_id, **{LABEL_NODE: n}), host_config=host_config,
-            networking_config=netcfg, ports=ports, hostname=_NAME_BAD.sub("-", n)[:63] or "node",
+            networking_config=netcfg, hostname=_NAME_BAD.sub("-", n)[:63] or "node",
         )
         cid = c["Id"]
         if remote:
@@ -303,20 +349,12 @@ class DockerProvider(Provider):
 
     def _endpoints(self, client: Any, run: RunDir, plan: Plan, ids: dict[str, str], netname: str,
                    remote: bool, url: str | None) -> dict[str, Endpoint]:
+        tunnel = ssh_tunnel(url, run.state.get("engine_key"))
+
         def one(n: str) -> Endpoint:
             attrs = client.api.inspect_container(ids[n])
             ip = attrs["NetworkSettings"]["Networks"][netname]["IPAddress"]
-            control = (ip, CONTROL_PORT)
-            if remote:
-                bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
-                hp = bound[0]["HostPort"] if bound else None
-                if not hp:
-                    raise ProviderError("control port was not published", node=n)
-                from testbed.providers.engine import parse_ssh_url
-
-                addr = parse_ssh_url(url).hostname if url else "127.0.0.1"
-                control = (addr, int(hp))
-            return Endpoint(n, plan.nodes[n].host, (ip, DATA_PORT), control, ids[n])
+            return Endpoint(n, plan.nodes[n].host, (ip, DATA_PORT), (ip, CONTROL_PORT), ids[n], tunnel)
 
         with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(ids)))) as pool:
             return dict(zip(ids, pool.map(one, list(ids))))
@@ -419,14 +457,8 @@ class DockerProvider(Provider):
         changed = ep.data[0] != ip
         if changed:
             ep.data = (ip, DATA_PORT)
-            if not st.get("remote"):
-                ep.control = (ip, CONTROL_PORT)
+            ep.control = (ip, CONTROL_PORT)
             run.write("deployment.json", dep.to_dict())
-        if st.get("remote"):
-            bound = (attrs["NetworkSettings"].get("Ports") or {}).get(f"{CONTROL_PORT}/tcp") or []
-            if bound and int(bound[0]["HostPort"]) != ep.control[1]:
-                ep.control = (ep.control[0], int(bound[0]["HostPort"]))
-                run.write("deployment.json", dep.to_dict())
         if dep.emulation == "kernel":
             ids = {n: c["id"] for n, c in st.get("containers", {}).items()}
             plan = run.plan()
@@ -731,7 +763,7 @@ def engine_has_netem(client: Any, image: str) -> bool:
     try:
         client.containers.run(image, entrypoint=["tc", "qdisc", "add", "dev", "lo", "root", "netem",
                                                  "delay", "1ms"],
-                              command=[], cap_add=["NET_ADMIN"], remove=True, network_mode="none",
+                              command=[], cap_add=["NET_ADMIN"], remove=True, network_mode="none", user="0",
                               labels={LABEL_MANAGED: "1", "testbed.probe": "netem"})
         return True
     except docker.errors.ContainerError:

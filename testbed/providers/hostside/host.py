@@ -51,6 +51,15 @@ def has_msgpack() -> bool:
         return False
 
 
+#: The node image's unprivileged user (``testbed.providers.image.NODE_UID``): a container never
+#: runs as root; as this user when the SSH user is root, else as the SSH user.
+NODE_UID = 10001
+NODE_GID = 10001
+#: Where a container sees its run's files (the ansible provider renders container configs with
+#: it): ``configs/<node>.json`` (read-only), ``logs/``, ``state/<node>/``, each its own bind mount,
+#: so no directory of the SSH user's home needs to be passable inside the container.
+IN_RUN = "/run/testbed"
+
 _children: dict[int, subprocess.Popen] = {}  # node processes this process started (kept, not leaked)
 
 
@@ -98,11 +107,21 @@ class Host:
         name = container_name(run, node)
         have = d.state(name)
         if have is None:
-            d.run("run", "-d", "--name", name, "--network", "host", "--user", f"{os.getuid()}:{os.getgid()}",
+            cfg = os.path.join(rd, "configs", node + ".json")
+            logs = os.path.join(rd, "logs")
+            state = os.path.join(rd, "state", node)
+            if os.getuid() == 0:  # never root inside: the image's user gets the node's files
+                user = f"{NODE_UID}:{NODE_GID}"
+                for p in (cfg, logs, state):
+                    os.chown(p, NODE_UID, NODE_GID, follow_symlinks=False)
+            else:
+                user = f"{os.getuid()}:{os.getgid()}"
+            d.run("run", "-d", "--name", name, "--network", "host", "--user", user,
                   "--label", "testbed.ansible=1", "--label", f"testbed.root={self.root}",
                   "--label", f"testbed.run={run}", "--label", f"testbed.node={node}",
-                  "-v", f"{rd}:{rd}", "-e", "PYTHONUNBUFFERED=1", rt["image"],
-                  os.path.join(rd, "configs", node + ".json"))
+                  "-v", f"{cfg}:{IN_RUN}/configs/{node}.json:ro", "-v", f"{logs}:{IN_RUN}/logs",
+                  "-v", f"{state}:{IN_RUN}/state/{node}", "-e", "PYTHONUNBUFFERED=1", rt["image"],
+                  f"{IN_RUN}/configs/{node}.json")
         else:
             d.act("start", name)
         info = d.state(name) or {}
