@@ -355,7 +355,7 @@ class AnsibleProvider(Provider):
             t = time.monotonic()
             inv = render_inventory(plan, run.run_id, ssh_args, {h: {
                 **hostvars[h], "tb_image_args": ["--image", ref] if runtimes[h] == "docker" else [],
-                "tb_limits": limit_files.get(h, "")} for h in hosts})
+                **({"tb_limits": limit_files[h]} if h in limit_files else {})} for h in hosts})
             res = run_playbook("start", inv, {"tb_configs": str(tmp / "configs"), "tb_digest": digest}, progress)
             for h in hosts:
                 pids = res.reports.get(h, {}).get("report start", {}).get("json") or {}
