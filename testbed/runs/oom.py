@@ -1,8 +1,9 @@
 """An OOM kill under a memory limit, as a crash in the run's timeline (docs/topology.md, Capacity).
 
-The providers learn of an OOM kill from the kernel (the local provider: the cgroup's ``oom_kill``
-count; docker: the container's ``State.OOMKilled``) when the run comes down; these helpers turn
-it into timeline entries the analysis treats like any crash. Pure but for reading a log's tail.
+The providers learn of an OOM kill from the kernel (the local provider and ansible process hosts:
+the cgroup's ``oom_kill`` count; docker and ansible container hosts: the container's
+``State.OOMKilled``) when the run comes down; these helpers turn it into timeline entries the
+analysis treats like any crash. Pure but for reading a log's tail and :func:`record_stats`.
 """
 
 from __future__ import annotations

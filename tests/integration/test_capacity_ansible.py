@@ -25,40 +25,34 @@ from testbed.analysis import capacity
 from testbed.errors import ProviderError
 from testbed.testing.testhosts import DOCKER_IMAGE, IMAGE, USER, SSHHosts, require
 
+from test_capacity_local import cpu_lines
+from test_capacity_local import topology as local_topology
+
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 CGROUP_TREES = ("/sys/fs/cgroup/cpu/testbed", "/sys/fs/cgroup/memory/testbed")
 
-TOPOLOGY = """\
-version: 1
-name: cap-{name}
-protocol: pubsub
-duration: {duration}
-seed: 1
-sites:
-  s1: {{}}
+HOSTS = """\
   s2: {{}}
 hosts:
   h1: {{address: "{{{{ h1_addr }}}}", user: {user}, key: "{{{{ key }}}}", site: s1, runtime: process}}
   h2: {{address: "{{{{ h2_addr }}}}", user: {user}, key: "{{{{ key }}}}", site: s2, runtime: process}}
-nodes:
-  b1: {{role: broker, site: s1, host: {b1_host}, cpu: 0.2}}
-  b2: {{role: broker, site: s2, neighbors: [b1]}}
-clients:
-  pub: {{role: publisher, count: 4, attach: b1, rate: {rate}/s, size: 100B}}
-  sub: {{role: subscriber, count: 1, attach: b2, filter: "[class,eq,'STOCK']"}}
-links:
-  default: {{delay: 1ms}}
-faults:
-{faults}
 """
 
 
 def topology(tmp_path: Path, name: str, *, duration: str = "12s", rate: int = 3000, b1_host: str = "h1",
              faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}") -> Path:
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(TOPOLOGY.format(name=name, duration=duration, rate=rate, faults=faults or "  []",
-                                 b1_host=b1_host, user=USER))
+    """test_capacity_local's topology (b1 with cpu: 0.2, b2, publishers at b1) on two SSH hosts:
+    b1 and the publishers on ``b1_host``, b2 and the subscriber on h2."""
+    p = local_topology(tmp_path, name, duration=duration, rate=rate, faults=faults)
+    text = p.read_text()
+    for old, new in (("  s1: {}\n", "  s1: {}\n" + HOSTS.format(user=USER)),
+                     ("site: s1, cpu: 0.2", f"site: s1, host: {b1_host}, cpu: 0.2"),
+                     ("b2: {role: broker, site: s1,", "b2: {role: broker, site: s2,")):
+        if old not in text:
+            raise RuntimeError("test_capacity_local's topology changed: update this test's topology")
+        text = text.replace(old, new, 1)
+    p.write_text(text)
     return p
 
 
@@ -87,17 +81,6 @@ def host_cgroups(lab: SSHHosts, host: str) -> list[str]:
     """Every cgroup below the testbed parents of a host (the parents themselves stay)."""
     out = lab.exec(host, "find", *CGROUP_TREES, "-mindepth", "1", "-type", "d")
     return [ln for ln in out.splitlines() if ln.strip()]
-
-
-def cpu_lines(run_dir: Path, node: str) -> list[dict]:
-    t0 = json.loads((run_dir / "manifest.json").read_text())["t0_wall_ns"]
-    out = []
-    for line in (run_dir / "logs" / f"{node}.jsonl").read_text().splitlines():
-        e = json.loads(line)
-        if e["ev"] == "cpu":
-            out.append({"node": node, "t_rel_s": (e["t"] - t0) / 1e9, "m": e["m"],
-                        "user_s": e["user_s"], "sys_s": e["sys_s"]})
-    return out
 
 
 def test_cpu_limit_and_throttle_on_a_process_host(env, tmp_path):

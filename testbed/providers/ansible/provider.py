@@ -27,6 +27,12 @@ the plan's links are expressible per host pair; else the node runtime's userspac
 emulation per destination node. ``$TESTBED_ANSIBLE_EMULATION`` forces either. The choice
 and its reason are in the deployment and the manifest.
 
+CPU/memory limits and the throttle fault (docs/topology.md, Capacity; docs/ansible.md): a cgroup
+per node on process hosts (the local provider's module, run by the host helper: ``start --limits``,
+the agent's ``throttle``, the counts returned by ``pack``, removal by ``remove``/``wipe``),
+``--cpus``/``--memory`` and ``docker update`` on container hosts; refused at ``up`` naming the key
+where a host cannot enforce them (:func:`check_capacity`, from the host's facts).
+
 Process faults go through one persistent SSH connection per host carrying four sessions to
 ``tbhost.py agent`` (which signals processes, or drives the host's Docker engine for
 containers), opened during ``up`` (and by :meth:`AnsibleProvider.warm_up` in a fresh controller

@@ -20,10 +20,11 @@ process is put into its cgroups before it runs a line of the node: it is started
 Every path is derived from the run id, so removing a run's cgroups needs no record (a killed
 ``up``/``run``/controller leaves nothing that cannot be found): :func:`remove_run` kills whatever
 is still in them (only that run's processes can be there), then removes them, deepest first;
-:func:`remove_all` does the same for every run. Creating cgroups needs root, or a ``testbed``
-parent delegated to the user (made and ``chown``-ed to it by root: the kernel then lets the owner
-make and configure cgroups below it); where neither holds, :func:`make` raises
-:class:`Refused`, and the providers refuse the plan naming its key, never run without the limit.
+:func:`remove_all` does the same for every run. Creating cgroups needs root, or (cgroup v1) a
+``testbed`` parent delegated to the user (made and ``chown``-ed to it by root: the kernel then lets
+the owner make and configure cgroups below it and move its own processes into them); where
+neither holds, :func:`make` raises :class:`Refused` (and :func:`probe` says so beforehand), and
+the providers refuse the plan naming its key, never run without the limit.
 
 ``TESTBED_CGROUP_ROOT`` moves ``<root>`` (default ``/sys/fs/cgroup``; tests point it at an
 empty directory to see the refusal).
@@ -250,11 +251,16 @@ def probe() -> dict:
             continue
         base = tree / PARENT
         where = base if base.is_dir() else tree
-        if os.access(where, os.W_OK | os.X_OK):
-            out[what] = True
-        else:
+        if not os.access(where, os.W_OK | os.X_OK):
             out["why"][what] = (f"this user (uid {os.getuid()}) may not create cgroups under {where} "
                                 "(not root, and no testbed parent delegated to it)")
+        elif h.version == 2 and os.getuid() != 0 and not os.access(tree / "cgroup.procs", os.W_OK):
+            # v2 moves a process only for a writer of the common ancestor's cgroup.procs (here the
+            # root: a node starts in the SSH session's cgroup), whoever owns the testbed parent
+            out["why"][what] = (f"this user (uid {os.getuid()}) may not move processes into cgroups under {tree} "
+                                "(cgroup v2 needs root, or write access to its cgroup.procs)")
+        else:
+            out[what] = True
     return out
 
 

@@ -252,3 +252,23 @@ def test_host_helper_refuses_where_it_cannot_make_cgroups(tmp_path, monkeypatch)
     fake_v1(tmp_path / "cg")
     monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "cg"))
     assert cg.probe()["cpu"] is True  # root here; a user needs a delegated testbed parent
+
+
+def test_host_facts_say_a_user_cannot_move_processes_on_cgroup_v2(tmp_path, monkeypatch) -> None:
+    """v2: a delegated testbed parent is not enough for a user that is not root (moving a process
+    needs the root's cgroup.procs); v1: it is. Simulated uid and access (this suite runs as root)."""
+    cg = _hostside(monkeypatch, "cgroups")
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "cgroup.controllers").write_text("cpu memory\n")
+    (tmp_path / "v2" / "testbed").mkdir()
+    fake_v1(tmp_path / "v1")
+    (tmp_path / "v1" / "cpu" / "testbed").mkdir()
+    monkeypatch.setattr(cg.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(cg.os, "access", lambda p, mode: str(p).endswith("testbed"))  # the delegated parent only
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "v2"))
+    f = cg.probe()
+    assert f["version"] == 2 and f["cpu"] is False and "cgroup v2 needs root" in f["why"]["cpu"]
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "v1"))
+    f = cg.probe()
+    assert f["version"] == 1 and f["cpu"] is True
+    assert f["memory"] is False and "(uid 1000) may not create cgroups under" in f["why"]["memory"]
