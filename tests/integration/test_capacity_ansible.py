@@ -5,7 +5,8 @@ private cgroup namespace, its cgroup v1 hierarchies remounted writable: see ``te
 where root delegates a ``testbed`` parent in the cpu and memory hierarchies to the SSH user
 ``tb`` (the one-time set-up docs/ansible.md gives for a user that is not root); its nodes run as
 processes (``runtime: process``). h2 is a bare ``testbed-sshhost`` (read-only cgroups, not
-root): a limit there is refused naming the key. Each test brings its own runs down; none calls
+root): a limit there is refused naming the key. The last two tests run h1's nodes as containers of
+its own engine instead (``runtime: docker``). Each test brings its own runs down; none calls
 ``wipe``. Run under the shared lock with the other provider tests
 (``flock /tmp/tb/provider-tests.lock``).
 """
@@ -35,18 +36,19 @@ CGROUP_TREES = ("/sys/fs/cgroup/cpu/testbed", "/sys/fs/cgroup/memory/testbed")
 HOSTS = """\
   s2: {{}}
 hosts:
-  h1: {{address: "{{{{ h1_addr }}}}", user: {user}, key: "{{{{ key }}}}", site: s1, runtime: process}}
+  h1: {{address: "{{{{ h1_addr }}}}", user: {user}, key: "{{{{ key }}}}", site: s1, runtime: {h1_runtime}}}
   h2: {{address: "{{{{ h2_addr }}}}", user: {user}, key: "{{{{ key }}}}", site: s2, runtime: process}}
 """
 
 
 def topology(tmp_path: Path, name: str, *, duration: str = "12s", rate: int = 3000, b1_host: str = "h1",
-             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}") -> Path:
+             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}", memory: str = "",
+             h1_runtime: str = "process") -> Path:
     """test_capacity_local's topology (b1 with cpu: 0.2, b2, publishers at b1) on two SSH hosts:
     b1 and the publishers on ``b1_host``, b2 and the subscriber on h2."""
-    p = local_topology(tmp_path, name, duration=duration, rate=rate, faults=faults)
+    p = local_topology(tmp_path, name, duration=duration, rate=rate, faults=faults, memory=memory)
     text = p.read_text()
-    for old, new in (("  s1: {}\n", "  s1: {}\n" + HOSTS.format(user=USER)),
+    for old, new in (("  s1: {}\n", "  s1: {}\n" + HOSTS.format(user=USER, h1_runtime=h1_runtime)),
                      ("site: s1, cpu: 0.2", f"site: s1, host: {b1_host}, cpu: 0.2"),
                      ("b2: {role: broker, site: s1,", "b2: {role: broker, site: s2,")):
         if old not in text:
@@ -70,6 +72,8 @@ def lab(tmp_path_factory):
 @pytest.fixture
 def env(lab, tmp_path, monkeypatch):
     lab.use(monkeypatch.setenv, tmp_path)
+    monkeypatch.delenv("TESTBED_ANSIBLE_IMAGE", raising=False)
+    monkeypatch.delenv("TESTBED_NODE_BASE", raising=False)
     return lab
 
 
@@ -162,3 +166,54 @@ def test_a_host_that_cannot_make_cgroups_is_refused_naming_the_key(env, tmp_path
     assert "not root, and no testbed parent delegated to it" in msg, msg
     assert lab.node_processes("h1") == [] and lab.node_processes("h2") == []
     api.down(runs_dir=str(runs), all_runs=True)  # nothing was started; down is quiet about it
+
+
+def container_limits(lab: SSHHosts, name: str) -> tuple[int, int, int]:
+    out = lab.exec("h1", "docker", "inspect", "--format",
+                   "{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}} {{.HostConfig.MemorySwap}}", name)
+    a, b, c = out.split()
+    return int(a), int(b), int(c)
+
+
+def test_container_host_gets_cpus_memory_and_the_throttle(env, tmp_path):
+    """h1 runs its nodes as containers of its own engine: b1's container has NanoCpus 0.2 core and
+    Memory = MemorySwap = 96M, a throttle injected by hand is `docker update --cpus` through h1's
+    agent and its end restores the share; down leaves no container."""
+    lab = env
+    runs = str(tmp_path / "runs")
+    rd = api.up(str(topology(tmp_path, "dockhost", duration="60s", rate=500, faults="", memory="96M",
+                             h1_runtime="docker")), set_vars=set_vars(lab), provider="ansible", runs_dir=runs)
+    try:
+        assert rd.manifest["hosts_runtime"] == {"h1": "docker", "h2": "process"}
+        name = f"tb-{rd.run_id}-b1"
+        assert container_limits(lab, name) == (200_000_000, 96 * 2 ** 20, 96 * 2 ** 20)
+        pub = next(n for n, p in rd.plan().nodes.items() if p.host == "h1" and n != "b1")
+        assert container_limits(lab, f"tb-{rd.run_id}-{pub}")[:2] == (0, 0)  # no limit of its own
+        entries = api.inject("{throttle: b1, cpu: 0.05, for: 2s}", rd.run_id, runs_dir=runs)
+        assert entries[0]["status"] == "done", entries
+        assert container_limits(lab, name)[0] == 50_000_000
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and container_limits(lab, name)[0] != 200_000_000:
+            time.sleep(0.2)
+        assert container_limits(lab, name)[0] == 200_000_000
+    finally:
+        api.down(rd.run_id, runs_dir=runs)
+    assert lab.containers_on("h1") == []
+    assert rd.manifest["cgroup_stats"]["b1"] == {"oom_kill": 0}, rd.manifest.get("cgroup_stats")
+
+
+@pytest.mark.parametrize("runtime", ["process", "docker"])
+def test_oom_kill_on_a_host_is_a_crash_in_the_timeline(env, tmp_path, runtime):
+    """As the local and docker providers' tests: b1 (48M; a process in its memory cgroup on h1, or a
+    container of h1's engine) stalled under load holds every message until the kernel's OOM killer
+    ends it; the count comes back with the logs and the run records a crash of b1."""
+    lab = env
+    (rd,) = api.run(str(topology(tmp_path, "oom", rate=4000, memory="48M", h1_runtime=runtime,
+                                 faults="  - {at: 1s, stall: b1, for: 10s}")),
+                    set_vars=set_vars(lab), provider="ansible", runs_dir=str(tmp_path / "runs"), analyze=False)
+    m = rd.manifest
+    assert m["cgroup_stats"]["b1"]["oom_kill"] >= 1, m.get("cgroup_stats")
+    oom = [e for e in m["timeline"] if e.get("oom")]
+    assert [(e["op"], e["target"], e["status"]) for e in oom] == [("crash", ["b1"], "done")], m["timeline"]
+    assert 1.0 <= oom[0]["actual_s"] <= 12.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]
+    assert lab.containers_on("h1") == [] and host_cgroups(lab, "h1") == []
