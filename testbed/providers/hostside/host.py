@@ -127,7 +127,11 @@ class Host:
 
     def limit_stats(self, run: str) -> dict[str, dict]:
         """The kernel's counts per node: its cgroup's (nr_periods, nr_throttled, throttled_s,
-        oom_kill), or for a container whether the OOM killer ended it (State.OOMKilled)."""
+        oom_kill), or for a container whether the OOM killer ended it (State.OOMKilled). Empty for
+        a run without limits on this host."""
+        lim = self.limits(run)
+        if lim is None:
+            return {}
         d = self.docker(run)
         if d is not None:
             names = [container_name(run, n) for n in self.nodes_started(run)]
@@ -137,9 +141,6 @@ class Host:
                       '{{index .Config.Labels "testbed.node"}} {{.State.OOMKilled}}', *names, check=False)
             return {p[0]: {"oom_kill": 1 if p[1] == "true" else 0}
                     for p in (ln.split() for ln in r.stdout.splitlines()) if len(p) == 2}
-        lim = self.limits(run)
-        if lim is None:
-            return {}
         return cgroups.stats(run, {n: lim["host"] for n in lim["spec"]["nodes"]})
 
     def docker(self, run: str) -> Docker | None:

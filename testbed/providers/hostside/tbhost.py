@@ -1,7 +1,8 @@
 """The host-side helper of the ansible provider (shipped to every host; stdlib only).
 
 This is the entry point of the ``hostside`` folder, shipped whole beside it: ``procs.py`` (the /proc
-table), ``engine.py`` (the Docker CLI and Engine API), ``host.py`` (the root, runs, nodes as processes or
+table), ``cgroups.py`` (a cgroup per node: CPU/memory limits, the throttle), ``engine.py`` (the
+Docker CLI and Engine API), ``host.py`` (the root, runs, nodes as processes or
 containers), ``probe.py`` (host facts, check, prepare), ``images.py`` (image load/build) and
 ``agent.py`` (the process-fault loop). They import each other by plain module name (this
 script's directory is on ``sys.path``).
@@ -13,7 +14,10 @@ Layout under ``--root`` (default ``~/.testbed``)::
     code/<digest>/                testbed/__init__.py, testbed/nodes/**, testbed/protocols/<p>/nodes/**, vendor/msgpack (pure Python,
                                   on PYTHONPATH only where msgpack is missing), tbhost.py
     runs/<run id>/configs/<node>.json, logs/<node>.jsonl|.stderr, state/<node>/, pids/<node>.pid,
-                  runtime.json (only when the run's nodes are containers: image, docker command)
+                  runtime.json (only when the run's nodes are containers: image, docker command),
+                  limits.json (only when the host's nodes have CPU/memory limits: the plan's name of
+                  this host, the limits, each process's cgroup.procs files; the cgroups themselves
+                  are under /sys/fs/cgroup/.../testbed/<run id>/<host>/, see cgroups.py)
     docker.json                   the docker command that works for this user (["docker"] or
                                   ["sudo", "-n", "docker"]), written by prepare when the host has an engine
 
