@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 
 from testbed import api
-from testbed.analysis import capacity
 from testbed.errors import ProviderError
 from testbed.testing.testhosts import DOCKER_IMAGE, IMAGE, USER, SSHHosts, require
 
-from test_capacity_local import cpu_lines
+from test_capacity_local import within_share
 from test_capacity_local import topology as local_topology
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -104,13 +103,7 @@ def test_cpu_limit_and_throttle_on_a_process_host(env, tmp_path):
     assert st["b1"]["nr_throttled"] > 0 and st["b1"]["nr_periods"] > 0, st
     assert set(st) == {n for n, p in rd.plan().nodes.items() if p.host == "h1"}, st  # h2 has no limit: no cgroup
     # measured on b1's own cpu lines: within its share (+ the sampling error), 0.02 core in the throttle
-    plan = rd.plan().to_dict()
-    series = capacity.usage(cpu_lines(rd.path, "b1"))["b1"]
-    changes = capacity.share_changes(plan, m)["b1"]
-    assert len(series) >= 6
-    for t0, t1, cores in series:
-        share = capacity.share_over(0.2, changes, t0, t1)
-        assert cores <= capacity.allowed(share, t1 - t0), (t0, t1, cores, share)
+    series, changes = within_share(rd, "b1", 0.2)
     # the throttle shows in b1's CPU lines: over the lines that span it, under half of what b1 used
     # before it (a broker starved to 0.02 core samples its CPU late: one interval may span the window)
     before = [c for t0, t1, c in series if t0 >= 0 and t1 <= changes[0][0]]
