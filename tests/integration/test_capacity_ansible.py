@@ -118,8 +118,9 @@ def test_cpu_limit_and_throttle_on_a_process_host(env, tmp_path):
 
 
 def test_killed_controller_then_down_leaves_no_cgroup(env, tmp_path):
-    """`up` (background controller), b1 running in its cgroups on h1; kill -9 the controller; `down`
-    removes the run's cgroups on h1 with its processes."""
+    """`up` (background controller), b1 running in its cgroup on h1, and again after an injected
+    crash and restart; kill -9 the controllers; `down` removes the run's cgroups on h1 with its
+    processes."""
     lab = env
     runs = str(tmp_path / "runs")
     rd = api.up(str(topology(tmp_path, "ctl", duration="60s", rate=500, faults="")), set_vars=set_vars(lab),
@@ -132,6 +133,12 @@ def test_killed_controller_then_down_leaves_no_cgroup(env, tmp_path):
         assert lab.exec("h1", "cat", f"{cpu}/{rd.run_id}/h1/b1/cpu.cfs_quota_us") == "20000"
         assert lab.exec("h1", "find", mem, "-mindepth", "1", "-type", "d") == ""
         assert host_cgroups(lab, "h2") == []
+        # a crash and its restart (injected): the new process joins the same cgroup
+        for fault in ("{crash: b1}", "{restart: b1}"):
+            entries = api.inject(fault, rd.run_id, runs_dir=runs)
+            assert [e["status"] for e in entries] == ["done"], entries
+        new = rd.state["pids"]["b1"]
+        assert new != pid and lab.exec("h1", "cat", f"{cpu}/{rd.run_id}/h1/b1/cgroup.procs").split() == [str(new)]
         controllers = rd.state.get("controllers") or []
         assert controllers, rd.state
         for c in controllers:
