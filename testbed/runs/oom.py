@@ -1,16 +1,22 @@
 """An OOM kill under a memory limit, as a crash in the run's timeline (docs/topology.md, Capacity).
 
-The providers learn of an OOM kill from the kernel (the local provider: the cgroup's ``oom_kill``
-count; docker: the container's ``State.OOMKilled``) when the run comes down; these helpers turn
-it into timeline entries the analysis treats like any crash. Pure but for reading a log's tail.
+The providers learn of an OOM kill from the kernel (the local provider and ansible process hosts:
+the cgroup's ``oom_kill`` count; docker and ansible container hosts: the container's
+``State.OOMKilled``) when the run comes down; these helpers turn it into timeline entries the
+analysis treats like any crash. Pure but for reading a log's tail and :func:`record_stats`.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from testbed.topology.units import format_memory
+
+if TYPE_CHECKING:
+    from testbed.runs.rundir import RunDir
+    from testbed.topology.plan import Plan
 
 
 def oom_timeline_entries(stats_: dict[str, dict[str, float]], last_t_s: dict[str, float | None],
@@ -46,3 +52,22 @@ def last_log_t_s(path: Path, t0_wall_ns: int | None) -> float | None:
         except (ValueError, KeyError, TypeError):
             continue
     return None
+
+
+def record_stats(run: "RunDir", plan: "Plan", st: dict[str, dict[str, float]]) -> None:
+    """A run's cgroup counts (``{process: {nr_periods, nr_throttled, throttled_s, oom_kill}}``,
+    read before its cgroups go) into the manifest's ``cgroup_stats`` (merged with what is there:
+    the ansible provider records host by host), and each OOM kill as a crash in the timeline."""
+    if not st:
+        return
+    t0 = run.manifest.get("t0_wall_ns")
+
+    def update(m: dict) -> None:
+        merged = {**(m.get("cgroup_stats") or {}), **st}
+        m["cgroup_stats"] = merged
+        last = {n: last_log_t_s(run.logs_dir / f"{n}.jsonl", t0) for n, s in merged.items() if s.get("oom_kill")}
+        entries = oom_timeline_entries(merged, last, {n: p.memory_bytes for n, p in plan.nodes.items()},
+                                       plan.duration_s)
+        if entries:
+            m["timeline"] = [e for e in m.get("timeline") or [] if not e.get("oom")] + entries
+    run.modify_manifest(update)

@@ -16,7 +16,7 @@ from testbed.analysis import capacity
 from testbed.errors import ProviderError
 from testbed.providers.docker.provider import LABEL_RUN
 
-from test_capacity_local import cpu_lines, topology
+from test_capacity_local import topology, within_share
 
 pytestmark = pytest.mark.slow
 
@@ -34,13 +34,7 @@ def test_cpu_limit_and_throttle_in_containers(runs_dir, tmp_path, engine):
     m = rd.manifest
     tl = [(e["op"], e["target"], e["cpu"], e["status"]) for e in m["timeline"]]
     assert tl == [("throttle", ["b1"], 0.02, "done"), ("unthrottle", ["b1"], 0.2, "done")], m["timeline"]
-    plan = rd.plan().to_dict()
-    series = capacity.usage(cpu_lines(rd.path, "b1"))["b1"]
-    changes = capacity.share_changes(plan, m)["b1"]
-    assert len(series) >= 6
-    for t0, t1, cores in series:
-        share = capacity.share_over(0.2, changes, t0, t1)
-        assert cores <= capacity.allowed(share, t1 - t0), (t0, t1, cores, share)
+    series, changes = within_share(rd, "b1", 0.2)
     inside = [c for t0, t1, c in series if t0 >= changes[0][1] and t1 <= changes[1][0]]
     assert inside and max(inside) <= capacity.allowed(0.02, 1.0), series
     checks = {c["name"]: c for c in json.loads((rd.path / "analysis" / "checks.json").read_text())["checks"]}

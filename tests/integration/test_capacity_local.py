@@ -87,6 +87,18 @@ def cpu_lines(run_dir: Path, node: str) -> list[dict]:
     return out
 
 
+def within_share(rd, node: str, base: float) -> tuple[list, list]:
+    """Assert that between any two of the node's ``cpu`` lines it used at most its share in force
+    (its own ``base``, or a throttle's) plus the sampling error. -> (its series, its share changes)."""
+    series = capacity.usage(cpu_lines(rd.path, node))[node]
+    changes = capacity.share_changes(rd.plan().to_dict(), rd.manifest)[node]
+    assert len(series) >= 6
+    for t0, t1, cores in series:
+        share = capacity.share_over(base, changes, t0, t1)
+        assert cores <= capacity.allowed(share, t1 - t0), (t0, t1, cores, share)
+    return series, changes
+
+
 def test_cpu_limit_and_throttle_on_schedule(runs_dir, tmp_path):
     need_cgroups()
     (rd,) = api.run(str(topology(tmp_path, "limit")), runs_dir=str(runs_dir), analyze=True)
@@ -100,13 +112,7 @@ def test_cpu_limit_and_throttle_on_schedule(runs_dir, tmp_path):
     assert st["b1"]["nr_throttled"] > 0, st
     assert all(s.get("nr_throttled", 0) == 0 for n, s in st.items() if n != "b1"), st
     # measured: b1's CPU between any two of its lines within its share (+ the sampling error) ...
-    plan = rd.plan().to_dict()
-    series = capacity.usage(cpu_lines(rd.path, "b1"))["b1"]
-    changes = capacity.share_changes(plan, m)["b1"]
-    assert len(series) >= 6
-    for t0, t1, cores in series:
-        share = capacity.share_over(0.2, changes, t0, t1)
-        assert cores <= capacity.allowed(share, t1 - t0), (t0, t1, cores, share)
+    series, changes = within_share(rd, "b1", 0.2)
     # ... and inside the throttle window at most 0.02 core (+ error): the throttle bit
     inside = [c for t0, t1, c in series if t0 >= changes[0][1] and t1 <= changes[1][0]]
     assert inside and max(inside) <= capacity.allowed(0.02, 1.0), series

@@ -27,6 +27,12 @@ the plan's links are expressible per host pair; else the node runtime's userspac
 emulation per destination node. ``$TESTBED_ANSIBLE_EMULATION`` forces either. The choice
 and its reason are in the deployment and the manifest.
 
+CPU/memory limits and the throttle fault (docs/topology.md, Capacity; docs/ansible.md): a cgroup
+per node on process hosts (the local provider's module, run by the host helper: ``start --limits``,
+the agent's ``throttle``, the counts returned by ``pack``, removal by ``remove``/``wipe``),
+``--cpus``/``--memory`` and ``docker update`` on container hosts; refused at ``up`` naming the key
+where a host cannot enforce them (:func:`check_capacity`, from the host's facts).
+
 Control ports listen on each host's loopback (``127.0.0.1``; the data ports on every interface,
 where the peers reach them): the controller reaches them through ``direct-tcpip`` channels of an
 SSH connection per host (:mod:`testbed.providers.tunnel`, the endpoint's ``tunnel``), so no other
@@ -76,8 +82,10 @@ from testbed.providers.ansible.links import (
 from testbed.providers.ansible.runner import known_hosts_files, run_playbook, ssh_common_args
 from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import NodeStatus, Progress, Provider, process_status
+from testbed.providers.capacity import key_of, limited, needs, refuse_joint_limits, spec
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment
+from testbed.runs.oom import record_stats
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
@@ -146,23 +154,27 @@ class Prepared:
     context: str | None
 
 
-def refuse_capacity(plan: Plan) -> None:
-    """CPU/memory limits and the throttle fault are not enforced on remote hosts yet: refused,
-    naming the key, rather than run without them (docs/topology.md, Capacity)."""
-    for h, hp in plan.hosts.items():
-        for key, v in (("cpu", hp.cpu), ("memory", hp.memory_bytes)):
-            if v is not None:
-                raise ProviderError(f"hosts.{h}.{key}: the ansible provider does not enforce cpu/memory "
-                                    "limits yet; use the local or docker provider, or remove the key")
-    for n, np in plan.nodes.items():
-        for key, v in (("cpu", np.cpu), ("memory", np.memory_bytes)):
-            if v is not None:
-                raise ProviderError(f"nodes.{n}.{key}: the ansible provider does not enforce cpu/memory "
-                                    "limits yet; use the local or docker provider, or remove the key")
-    for a in plan.actions:
-        if a.op == "throttle":
-            raise ProviderError(f"faults[{a.fault}].throttle: the ansible provider cannot throttle a node yet; "
-                                "use the local or docker provider")
+def check_capacity(plan: Plan, runtimes: dict[str, str], facts: dict[str, dict[str, Any]]) -> None:
+    """CPU/memory limits and the throttle fault on remote hosts (docs/topology.md, Capacity), as the
+    local provider (processes: a cgroup each, made by the host's ``tbhost.py``) or docker
+    (containers: ``--cpus``/``--memory``) enforce them. Refused before anything starts, naming the
+    key, where a process host cannot make cgroups (its facts say why: no controller, not root and
+    no delegated ``testbed`` parent) and where a container host has a joint limit over several
+    processes; never run without the limit."""
+    by_host = nodes_by_host(plan)
+    refuse_joint_limits(plan, {h for h, r in runtimes.items() if r == "docker"},
+                        "the ansible provider, on a host that runs containers,")
+    for h, r in sorted(runtimes.items()):
+        nodes = set(by_host.get(h, []))
+        if r == "docker" or not nodes:
+            continue
+        cg = facts.get(h, {}).get("cgroups") or {}
+        for what, need in zip(("cpu", "memory"), needs(plan, nodes)):
+            if need and not cg.get(what):
+                why = (cg.get("why") or {}).get(what) or "the host reported no cgroup facts"
+                raise ProviderError(f"{key_of(plan, what, nodes)}: the ansible provider limits {what} with cgroups "
+                                    f"on host {h}, and {why}; remove the key, or make cgroups writable there "
+                                    "(as root, or a testbed parent delegated to the user: docs/ansible.md)")
 
 
 class AnsibleProvider(Provider):
@@ -246,7 +258,6 @@ class AnsibleProvider(Provider):
 
     # -- up ----------------------------------------------------------------------------
     def up(self, plan: Plan, run: RunDir, progress: Progress) -> Deployment:
-        refuse_capacity(plan)
         hosts = plan_hosts(plan)
         override = _emulation_override()
         records = [host_record(hp) for hp in hosts.values()]
@@ -270,6 +281,7 @@ class AnsibleProvider(Provider):
             state["roots"] = {h: facts[h]["root"] for h in hosts}
             state["runtimes"] = runtimes
             run.save_state(state)
+            check_capacity(plan, runtimes, facts)
             for h in hosts:
                 progress(f"{h}: nodes run as {'containers' if runtimes[h] == 'docker' else 'processes'} "
                          f"({runtime_why[h]})")
@@ -303,6 +315,13 @@ class AnsibleProvider(Provider):
             (tmp / "configs").mkdir()
             for h, files in per_host.items():
                 tar_files(tmp / "configs" / f"{h}.tar", files)
+            limit_files: dict[str, str] = {}  # host -> its nodes' limits, for `tbhost.py start --limits`
+            for h in hosts:
+                on = set(by_host.get(h, []))
+                if on and limited(plan, on):
+                    f = tmp / "configs" / f"{h}.limits.json"
+                    f.write_text(json.dumps({"host": h, "spec": spec(plan, on)}))
+                    limit_files[h] = str(f)
             netem = {h: bool(facts[h].get("sch_netem")) for h in hosts}
             extra = {"hosts": facts, "sch_netem": netem, "emulation_reason": reason, "runtimes": runtimes,
                      "runtime_reasons": runtime_why}
@@ -358,7 +377,8 @@ class AnsibleProvider(Provider):
             # 5. start one process per node
             t = time.monotonic()
             inv = render_inventory(plan, run.run_id, ssh_args, {h: {
-                **hostvars[h], "tb_image_args": ["--image", ref] if runtimes[h] == "docker" else []} for h in hosts})
+                **hostvars[h], "tb_image_args": ["--image", ref] if runtimes[h] == "docker" else [],
+                **({"tb_limits": limit_files[h]} if h in limit_files else {})} for h in hosts})
             res = run_playbook("start", inv, {"tb_configs": str(tmp / "configs"), "tb_digest": digest}, progress)
             for h in hosts:
                 pids = res.reports.get(h, {}).get("report start", {}).get("json") or {}
@@ -454,6 +474,8 @@ class AnsibleProvider(Provider):
             reply = agent.call("spawn", node=node)
         elif action.op in SIGNAL_OF:
             reply = agent.call("signal", node=node, sig=SIGNAL_OF[action.op])
+        elif action.op in ("throttle", "unthrottle"):  # its cgroup's quota, or docker update --cpus
+            reply = agent.call("throttle", node=node, cpu=action.cpu)
         else:
             raise self.unsupported(action.op)
         if not reply.get("ok"):
@@ -513,12 +535,16 @@ class AnsibleProvider(Provider):
             got = 0
             hosts_dir = run.path / "hosts"
             hosts_dir.mkdir(exist_ok=True)
+            counts: dict[str, dict[str, float]] = {}
             for rec in state["hosts"]:
                 h = rec["name"]
                 got += _extract_logs(tmp / f"{h}.tgz", run.logs_dir)
                 facts = res.reports.get(h, {}).get("report facts", {}).get("ansible_facts")
                 if facts:
                     write_json_atomic(hosts_dir / f"{h}.json", facts)
+                counts.update((res.reports.get(h, {}).get("report pack", {}).get("json") or {}).get("limits") or {})
+            if counts:  # the kernel's counts of limited nodes; an OOM kill becomes a crash in the timeline
+                record_stats(run, run.plan(), counts)
             progress(f"collected {got} log files from {len(state['hosts'])} hosts")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

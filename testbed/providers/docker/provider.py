@@ -42,6 +42,7 @@ from typing import Any, Callable
 from testbed.errors import ProviderError
 from testbed.providers.control import shutdown_nodes
 from testbed.providers.base import NodeStatus, Progress, Provider
+from testbed.providers.capacity import refuse_joint_limits
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
 from testbed.runs.oom import last_log_t_s, oom_timeline_entries
@@ -559,16 +560,9 @@ class DockerProvider(Provider):
 
 
 def check_capacity(plan: Plan) -> None:
-    """A host's ``cpu``/``memory`` is for its processes together; this provider limits each
-    container (NanoCpus/Memory), so a limited host with more than one process is refused rather
-    than run without its joint limit (give the limits per node)."""
-    for h, hp in plan.hosts.items():
-        procs_on = [n for n, p in plan.nodes.items() if p.host == h]
-        for key, v in (("cpu", hp.cpu), ("memory", hp.memory_bytes)):
-            if v is not None and len(procs_on) > 1:
-                raise ProviderError(
-                    f"hosts.{h}.{key}: the docker provider limits each container, not a host's "
-                    f"{len(procs_on)} processes together; give the limit per node (nodes.<n>.{key})")
+    """A limited host with more than one container is refused (each container is limited on its
+    own: :func:`testbed.providers.capacity.refuse_joint_limits`)."""
+    refuse_joint_limits(plan, None, "the docker provider")
 
 
 def set_nano_cpus(client: Any, cid: str, cores: float | None) -> None:

@@ -27,6 +27,11 @@ def agent(host: Host, run: str) -> None:
             op = req.get("op")
             if op == "ping":
                 out({"id": rid, "ok": True, "wall_ns": time.time_ns()})
+            elif op == "throttle":  # docs/topology.md, Capacity: the node's CPU share now
+                cpu = req.get("cpu")
+                out({"id": rid, **host.throttle(run, safe(req["node"]), None if cpu is None else float(cpu))})
+            elif op == "stats":
+                out({"id": rid, "ok": True, "stats": host.limit_stats(run)})
             elif op == "signal" and host.runtime(run) is not None:
                 out({"id": rid, **host.container_signal(run, safe(req["node"]), str(req["sig"]))})
             elif op == "spawn" and host.runtime(run) is not None:

@@ -14,6 +14,7 @@ import sys
 import tarfile
 import time
 
+import cgroups
 import procs
 from engine import DOCKER_TIMEOUT_S, Docker, docker_of
 
@@ -90,6 +91,67 @@ class Host:
         except (OSError, ValueError):
             return None
 
+    def limits(self, run: str) -> dict | None:
+        """The run's CPU/memory limits on this host (``limits.json``: {"host", "spec", "procs"}), or None."""
+        try:
+            with open(os.path.join(self.run_dir(run), "limits.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def set_limits(self, run: str, path: str) -> None:
+        """Take the limits the controller sent (``path``: {"host": the plan's name of this host,
+        "spec": :func:`testbed.providers.capacity.spec` of its nodes}) into ``limits.json``; for
+        nodes run as processes, make their cgroups now (``cgroups.make``: raises
+        ``cgroups.Refused`` when this host cannot enforce them)."""
+        with open(path) as f:
+            lim = json.load(f)
+        os.unlink(path)
+        host, spec = safe(str(lim["host"])), lim["spec"]
+        for n, v in spec["nodes"].items():
+            safe(n)
+            safe(str(v[0]))
+        lim = {"host": host, "spec": spec, "procs": {}}
+        if self.runtime(run) is None:
+            lim["procs"] = cgroups.make(safe(run), spec["hosts"], spec["nodes"], bool(spec["cpu"]),
+                                        bool(spec["memory"]))
+        write_json(os.path.join(self.run_dir(run), "limits.json"), lim)
+
+    def throttle(self, run: str, node: str, cores: float | None) -> dict:
+        """A node's CPU share now: its cgroup's quota, or ``docker update --cpus`` of its container
+        (no limit: every CPU of the host)."""
+        d = self.docker(run)
+        if d is not None:
+            n = cores if cores is not None else float(os.cpu_count() or 1)
+            d.run("update", "--cpus", f"{n:.3f}", container_name(run, node))
+            return {"ok": True}
+        lim = self.limits(run)
+        if lim is None:
+            return {"ok": False, "error": "throttle: the run was brought up without cgroups on this host"}
+        try:
+            cgroups.set_cpu(run, lim["host"], node, cores)
+        except cgroups.CgroupError as e:
+            return {"ok": False, "error": str(e)}
+        return {"ok": True}
+
+    def limit_stats(self, run: str) -> dict[str, dict]:
+        """The kernel's counts per node: its cgroup's (nr_periods, nr_throttled, throttled_s,
+        oom_kill), or for a container whether the OOM killer ended it (State.OOMKilled). Empty for
+        a run without limits on this host."""
+        lim = self.limits(run)
+        if lim is None:
+            return {}
+        d = self.docker(run)
+        if d is not None:
+            names = [container_name(run, n) for n in self.nodes_started(run)]
+            if not names:
+                return {}
+            r = d.run("inspect", "--type", "container", "--format",
+                      '{{index .Config.Labels "testbed.node"}} {{.State.OOMKilled}}', *names, check=False)
+            return {p[0]: {"oom_kill": 1 if p[1] == "true" else 0}
+                    for p in (ln.split() for ln in r.stdout.splitlines()) if len(p) == 2}
+        return cgroups.stats(run, {n: lim["host"] for n in lim["spec"]["nodes"]})
+
     def docker(self, run: str) -> Docker | None:
         """The run's docker (one per run and process, so the agent keeps its API connection)."""
         d = self._dockers.get(run)
@@ -107,6 +169,12 @@ class Host:
         name = container_name(run, node)
         have = d.state(name)
         if have is None:
+            limits = []  # docs/topology.md, Capacity: the container's NanoCpus and Memory (no swap)
+            _, cpu, mem = ((self.limits(run) or {}).get("spec") or {}).get("nodes", {}).get(node) or (None, None, None)
+            if cpu is not None:
+                limits += ["--cpus", f"{float(cpu):.3f}"]
+            if mem is not None:
+                limits += ["--memory", str(int(mem)), "--memory-swap", str(int(mem))]
             cfg = os.path.join(rd, "configs", node + ".json")
             logs = os.path.join(rd, "logs")
             state = os.path.join(rd, "state", node)
@@ -116,7 +184,7 @@ class Host:
                     os.chown(p, NODE_UID, NODE_GID, follow_symlinks=False)
             else:
                 user = f"{os.getuid()}:{os.getgid()}"
-            d.run("run", "-d", "--name", name, "--network", "host", "--user", user,
+            d.run("run", "-d", "--name", name, "--network", "host", "--user", user, *limits,
                   "--label", "testbed.ansible=1", "--label", f"testbed.root={self.root}",
                   "--label", f"testbed.run={run}", "--label", f"testbed.node={node}",
                   "-v", f"{cfg}:{IN_RUN}/configs/{node}.json:ro", "-v", f"{logs}:{IN_RUN}/logs",
@@ -228,7 +296,8 @@ class Host:
         path = code if has_msgpack() else code + os.pathsep + os.path.join(code, "vendor")
         env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
         with open(os.path.join(rd, "logs", node + ".stderr"), "ab") as err:
-            p = subprocess.Popen([sys.executable, "-m", "testbed.nodes", cfg], cwd=code, env=env,
+            joins = ((self.limits(run) or {}).get("procs") or {}).get(node) or []  # its cgroups, joined first
+            p = subprocess.Popen(cgroups.wrap([sys.executable, "-m", "testbed.nodes", cfg], joins), cwd=code, env=env,
                                  stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True,
                                  close_fds=True)
         tmp = self.pid_file(run, node) + ".tmp"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import cgroups
 from engine import Docker, docker_cmd_probe
 from host import Host, has_msgpack, safe, write_json
 
@@ -26,6 +27,7 @@ def probe(ports: int, routes: list[str] | None = None, image: str | None = None)
                      "image": bool(cmd and image and Docker(cmd).has_image(image))}
     out["sch_netem"] = has_netem()
     out["uid"] = os.getuid()
+    out["cgroups"] = cgroups.probe()
     out["routes"] = {a: route_dev(a) for a in (routes or [])}
     socks, free = [], []
     try:

@@ -1,7 +1,8 @@
 """The host-side helper of the ansible provider (shipped to every host; stdlib only).
 
 This is the entry point of the ``hostside`` folder, shipped whole beside it: ``procs.py`` (the /proc
-table), ``engine.py`` (the Docker CLI and Engine API), ``host.py`` (the root, runs, nodes as processes or
+table), ``cgroups.py`` (a cgroup per node: CPU/memory limits, the throttle), ``engine.py`` (the
+Docker CLI and Engine API), ``host.py`` (the root, runs, nodes as processes or
 containers), ``probe.py`` (host facts, check, prepare), ``images.py`` (image load/build) and
 ``agent.py`` (the process-fault loop). They import each other by plain module name (this
 script's directory is on ``sys.path``).
@@ -13,7 +14,10 @@ Layout under ``--root`` (default ``~/.testbed``)::
     code/<digest>/                testbed/__init__.py, testbed/nodes/**, testbed/protocols/<p>/nodes/**, vendor/msgpack (pure Python,
                                   on PYTHONPATH only where msgpack is missing), tbhost.py
     runs/<run id>/configs/<node>.json, logs/<node>.jsonl|.stderr, state/<node>/, pids/<node>.pid,
-                  runtime.json (only when the run's nodes are containers: image, docker command)
+                  runtime.json (only when the run's nodes are containers: image, docker command),
+                  limits.json (only when the host's nodes have CPU/memory limits: the plan's name of
+                  this host, the limits, each process's cgroup.procs files; the cgroups themselves
+                  are under /sys/fs/cgroup/.../testbed/<run id>/<host>/, see cgroups.py)
     docker.json                   the docker command that works for this user (["docker"] or
                                   ["sudo", "-n", "docker"]), written by prepare when the host has an engine
 
@@ -45,16 +49,24 @@ Commands (each prints one JSON object on stdout):
                          ``docker load`` an image saved on the controller, delete TAR, check REF
     image-build TAR --ref REF --base BASE
                          ``docker build`` the node image from a build context TAR on the host
-    start RUN [--configs TAR] [--image REF] NODE...
-                         unpack the node configs (plain file names only), start each node detached
-                         (own session; or a container of REF), write its pid file; {node: pid}
+    start RUN [--configs TAR] [--image REF] [--limits FILE] NODE...
+                         unpack the node configs (plain file names only), take the run's CPU/memory
+                         limits (FILE: {"host", "spec"}; processes: one cgroup each, made now, see
+                         cgroups.py; containers: --cpus/--memory), start each node detached (own
+                         session, in its cgroups; or a container of REF), write its pid file;
+                         {node: pid}
     stop RUN             SIGCONT+SIGTERM, then SIGKILL, every process of the run; remove nothing
-    remove RUN           stop, then delete runs/<run id>
-    pack RUN             tar.gz the run's logs to runs/<run id>/logs.tgz; its path
-    wipe                 stop every run, delete the whole root
+    remove RUN           stop, remove the run's cgroups, then delete runs/<run id>
+    pack RUN             tar.gz the run's logs to runs/<run id>/logs.tgz; its path, and the kernel's
+                         counts of the run's limited nodes (``limits``: as the agent's ``stats``)
+    wipe                 stop every run, remove every run's cgroups, delete the whole root
     agent RUN            a request loop on stdin/stdout (one JSON object a line) for process faults:
                          {"op": "signal", "node", "sig": "KILL|STOP|CONT|TERM"}, {"op": "spawn", "node"},
-                         {"op": "status"}, {"op": "tail", "node"} (last stderr lines), {"op": "ping"}; replies {"ok": bool, ...}. Exits on EOF.
+                         {"op": "status"}, {"op": "tail", "node"} (last stderr lines), {"op": "ping"},
+                         {"op": "throttle", "node", "cpu": cores|null} (its cgroup's quota, or
+                         docker update --cpus), {"op": "stats"} (the kernel's counts per node: cgroup
+                         throttling and oom_kill, or a container's OOMKilled); replies {"ok": bool, ...}.
+                         Exits on EOF.
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ import shutil
 import sys
 import tarfile
 
+import cgroups
 from agent import agent
 from engine import docker_of
 from host import Host, out, safe, unpack_configs, write_json
@@ -101,6 +114,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("run")
     p.add_argument("--configs", default=None)
     p.add_argument("--image", default=None)
+    p.add_argument("--limits", default=None)
     p.add_argument("nodes", nargs="*")
     for c in ("stop", "remove", "pack", "agent"):
         sub.add_parser(c).add_argument("run")
@@ -127,6 +141,8 @@ def main(argv: list[str]) -> int:
             if not d.has_image(a.image):
                 raise RuntimeError(f"the host has no image {a.image} (deploy did not ship it)")
             write_json(os.path.join(host.run_dir(a.run), "runtime.json"), {"image": a.image, "docker": d.cmd})
+        if a.limits:
+            host.set_limits(a.run, a.limits)
         names = [safe(n) for n in a.nodes]
         if a.image and len(names) > 1:  # `docker run` takes ~0.5 s each: start the containers together
             from concurrent.futures import ThreadPoolExecutor
@@ -140,8 +156,9 @@ def main(argv: list[str]) -> int:
         out({"stopped": host.stop(a.run)})
     elif a.cmd == "remove":
         stopped = host.stop(a.run)
+        groups = cgroups.remove_run(safe(a.run))  # found by the run id: also after a killed up
         shutil.rmtree(host.run_dir(a.run), ignore_errors=True)
-        out({"stopped": stopped, "removed": host.run_dir(a.run)})
+        out({"stopped": stopped, "removed": host.run_dir(a.run), "cgroups": groups})
     elif a.cmd == "pack":
         rd = host.run_dir(a.run)
         if host.runtime(a.run) is not None:
@@ -151,11 +168,12 @@ def main(argv: list[str]) -> int:
             if os.path.isdir(os.path.join(rd, "logs")):
                 tf.add(os.path.join(rd, "logs"), arcname="logs")
         os.replace(dest + ".tmp", dest)
-        out({"path": dest})
+        out({"path": dest, "limits": host.limit_stats(a.run)})
     elif a.cmd == "agent":
         agent(host, a.run)
     elif a.cmd == "wipe":
         stopped = host.stop(None)
+        groups = cgroups.remove_all()
         images = []
         d = docker_of(host.root)
         if d is not None:  # the node images testbed shipped or built here
@@ -163,13 +181,13 @@ def main(argv: list[str]) -> int:
             if images:
                 d.run("rmi", "-f", *sorted(set(images)), check=False)
         shutil.rmtree(host.root, ignore_errors=True)
-        out({"stopped": stopped, "removed": host.root, "images": sorted(set(images))})
+        out({"stopped": stopped, "removed": host.root, "images": sorted(set(images)), "cgroups": groups})
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except ValueError as e:
+    except (ValueError, cgroups.Refused, cgroups.CgroupError) as e:
         print(f"tbhost: {e}", file=sys.stderr)
         sys.exit(2)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import ProviderError
-from testbed.providers.ansible.provider import refuse_capacity
+from testbed.providers.ansible.provider import check_capacity as ansible_check
 from testbed.providers.docker.provider import check_capacity
 from testbed.providers.local import cgroups
 from testbed.runs.oom import oom_timeline_entries
@@ -98,7 +98,7 @@ def test_local_refuses_when_not_writable(tmp_path, monkeypatch) -> None:
     with pytest.raises(ProviderError) as ei:
         cgroups.setup(plan(b1_cpu=0.2), "run-5")
     assert str(ei.value).startswith("nodes.b1.cpu: the local provider limits cpu with cgroups, and this user "
-                                    "may not create cgroups (not root)")
+                                    "may not create cgroups (not root, and no testbed parent delegated to it)")
 
 
 def test_docker_refuses_a_host_limit_over_several_containers() -> None:
@@ -107,13 +107,29 @@ def test_docker_refuses_a_host_limit_over_several_containers() -> None:
         check_capacity(plan(host_cpu=1.0))
 
 
-def test_ansible_refuses_limits_and_throttle() -> None:
-    refuse_capacity(plan())
-    for kw, key in (({"b1_cpu": 0.2}, "nodes.b1.cpu"), ({"host_mem": 64 * M}, "hosts.h1.memory"),
-                    ({"throttle": True}, "faults[0].throttle")):
+def test_ansible_refuses_limits_a_host_cannot_enforce_naming_the_key() -> None:
+    """Process hosts: cgroups where the host's facts say it can make them, else refused naming the
+    key and the host's reason; container hosts: per node, a joint host limit over several refused."""
+    can = {"h1": {"cgroups": {"version": 1, "cpu": True, "memory": True, "why": {}}}}
+    cannot = {"h1": {"cgroups": {"version": 1, "cpu": False, "memory": False,
+                                 "why": {"cpu": "WHY-CPU", "memory": "WHY-MEM"}}}}
+    for kw in ({}, {"b1_cpu": 0.2}, {"host_mem": 64 * M}, {"throttle": True}, {"host_cpu": 1.0, "b1_mem": 9 * M}):
+        ansible_check(plan(**kw), {"h1": "process"}, can)
+    ansible_check(plan(), {"h1": "process"}, cannot)  # no limit: nothing asked of the host
+    for kw, key, why in (({"b1_cpu": 0.2}, "nodes.b1.cpu", "WHY-CPU"), ({"host_mem": 64 * M}, "hosts.h1.memory", "WHY-MEM"),
+                         ({"throttle": True}, "faults[0].throttle", "WHY-CPU")):
         with pytest.raises(ProviderError) as ei:
-            refuse_capacity(plan(**kw))
-        assert str(ei.value).startswith(f"{key}: the ansible provider")
+            ansible_check(plan(**kw), {"h1": "process"}, cannot)
+        what = key.split(".")[-1] if "faults" not in key else "cpu"
+        assert str(ei.value).startswith(f"{key}: the ansible provider limits {what} with cgroups on host h1, "
+                                        f"and {why}; "), str(ei.value)
+        assert "\n" not in str(ei.value)
+    with pytest.raises(ProviderError, match="host reported no cgroup facts"):  # an older host helper
+        ansible_check(plan(b1_cpu=0.2), {"h1": "process"}, {"h1": {}})
+    ansible_check(plan(b1_cpu=0.2, b1_mem=64 * M, throttle=True), {"h1": "docker"}, cannot)  # per container
+    with pytest.raises(ProviderError, match=r"^hosts\.h1\.cpu: the ansible provider, on a host that runs "
+                                            r"containers, limits each container"):
+        ansible_check(plan(host_cpu=1.0), {"h1": "docker"}, can)
 
 
 def test_oom_entries_are_crashes() -> None:
@@ -149,3 +165,110 @@ def test_parents_weigh_as_many_tasks_as_they_hold(tmp_path, monkeypatch) -> None
     assert (base / "run-a" / "cpu.shares").read_text() == str(2 * 1024)
     assert (base / "run-a" / "h1" / "cpu.shares").read_text() == str(2 * 1024)
     assert (base / "run-a" / "h1" / "b1" / "cpu.shares").read_text() == "1024"
+
+
+def _hostside(monkeypatch, name: str):
+    """A module of the host helper imported as on a host: by plain name, beside tbhost.py."""
+    import importlib
+    import sys
+
+    import testbed.providers.hostside as hostside
+
+    monkeypatch.syspath_prepend(str(Path(hostside.__file__).parent))
+    for m in ("host", "cgroups", "procs", "engine"):
+        monkeypatch.delitem(sys.modules, m, raising=False)
+    return importlib.import_module(name)
+
+
+@pytest.mark.proc
+def test_host_helper_makes_the_cgroups_joins_them_throttles_and_counts(tmp_path, monkeypatch) -> None:
+    """The ansible hosts' side on a fake v1 tree: ``start --limits`` makes the local provider's
+    layout (the same module), a spawned process writes its pid into its cgroups before it becomes
+    the node, the agent's throttle sets the quota, and ``pack``'s counts come from the cgroups
+    (removal needs the kernel's cgroupfs: the SSH hosts' test)."""
+    import json
+    import time
+
+    fake_v1(tmp_path / "cg")
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "cg"))
+    host = _hostside(monkeypatch, "host")
+    from testbed.providers.capacity import spec
+
+    p = plan(host_cpu=1.0, b1_cpu=0.2, b1_mem=64 * M, throttle=True)
+    h = host.Host(str(tmp_path / "root"))
+    rd = Path(h.run_dir("run-9"))
+    (rd / "configs").mkdir(parents=True)
+    (rd / "configs" / "b1.json").write_text("{}")
+    sent = tmp_path / "limits.json"
+    sent.write_text(json.dumps({"host": "h1", "spec": spec(p, {"b1", "b2"})}))
+    h.set_limits("run-9", str(sent))
+    assert not sent.exists()
+    cpu, mem = tmp_path / "cg" / "cpu" / "testbed" / "run-9" / "h1", tmp_path / "cg" / "memory" / "testbed" / "run-9" / "h1"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "100000"
+    assert (cpu / "b1" / "cpu.cfs_quota_us").read_text() == "20000"
+    assert (mem / "b1" / "memory.limit_in_bytes").read_text() == str(64 * M)
+    assert h.limits("run-9")["procs"]["b1"] == [str(cpu / "b1" / "cgroup.procs"), str(mem / "b1" / "cgroup.procs")]
+
+    pid = h.spawn("run-9", "b1")  # joins, then execs the node (which fails on this empty config)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (cpu / "b1" / "cgroup.procs").exists():
+        time.sleep(0.01)
+    assert (cpu / "b1" / "cgroup.procs").read_text() == str(pid)
+    assert (mem / "b1" / "cgroup.procs").read_text() == str(pid)
+
+    assert h.throttle("run-9", "b2", 0.05) == {"ok": True}  # b2: no limit of its own, throttled
+    assert (cpu / "b2" / "cpu.cfs_quota_us").read_text() == "5000"
+    assert h.throttle("run-9", "b2", None) == {"ok": True}
+    assert (cpu / "b2" / "cpu.cfs_quota_us").read_text() == "-1"
+    bad = h.throttle("run-9", "nope", 0.1)
+    assert not bad["ok"] and "no cpu cgroup" in bad["error"]
+
+    (cpu / "b1" / "cpu.stat").write_text("nr_periods 50\nnr_throttled 7\nthrottled_time 2000000000\n")
+    (mem / "b1" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    st = h.limit_stats("run-9")
+    assert st["b1"] == {"nr_periods": 50, "nr_throttled": 7, "throttled_s": 2.0, "oom_kill": 1}
+    assert host.procs.wait_gone([pid], 10) == []  # the node exited (an empty config)
+
+
+def test_host_helper_refuses_where_it_cannot_make_cgroups(tmp_path, monkeypatch) -> None:
+    """No controller mounted: ``start --limits`` fails (the controller refuses earlier from the
+    host's facts, which say the same: ``probe``)."""
+    import json
+
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "none"))
+    host = _hostside(monkeypatch, "host")
+    cg = _hostside(monkeypatch, "cgroups")
+    from testbed.providers.capacity import spec
+
+    facts = cg.probe()
+    assert facts["cpu"] is False and "no cgroup 'cpu' controller is mounted" in facts["why"]["cpu"]
+    h = host.Host(str(tmp_path / "root"))
+    Path(h.run_dir("run-8")).mkdir(parents=True)
+    sent = tmp_path / "limits.json"
+    sent.write_text(json.dumps({"host": "h1", "spec": spec(plan(b1_cpu=0.2), {"b1", "b2"})}))
+    with pytest.raises(Exception) as ei:
+        h.set_limits("run-8", str(sent))
+    assert type(ei.value).__name__ == "Refused" and ei.value.what == "cpu"
+    fake_v1(tmp_path / "cg")
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "cg"))
+    assert cg.probe()["cpu"] is True  # root here; a user needs a delegated testbed parent
+
+
+def test_host_facts_say_a_user_cannot_move_processes_on_cgroup_v2(tmp_path, monkeypatch) -> None:
+    """v2: a delegated testbed parent is not enough for a user that is not root (moving a process
+    needs the root's cgroup.procs); v1: it is. Simulated uid and access (this suite runs as root)."""
+    cg = _hostside(monkeypatch, "cgroups")
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "cgroup.controllers").write_text("cpu memory\n")
+    (tmp_path / "v2" / "testbed").mkdir()
+    fake_v1(tmp_path / "v1")
+    (tmp_path / "v1" / "cpu" / "testbed").mkdir()
+    monkeypatch.setattr(cg.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(cg.os, "access", lambda p, mode: str(p).endswith("testbed"))  # the delegated parent only
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "v2"))
+    f = cg.probe()
+    assert f["version"] == 2 and f["cpu"] is False and "cgroup v2 needs root" in f["why"]["cpu"]
+    monkeypatch.setenv("TESTBED_CGROUP_ROOT", str(tmp_path / "v1"))
+    f = cg.probe()
+    assert f["version"] == 1 and f["cpu"] is True
+    assert f["memory"] is False and "(uid 1000) may not create cgroups under" in f["why"]["memory"]
