@@ -7,16 +7,14 @@ this engine)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from testbed import api
-from testbed.analysis import capacity
 from testbed.errors import ProviderError
 from testbed.providers.docker.provider import LABEL_RUN
 
-from test_capacity_local import topology, within_share
+from test_capacity_local import throttle_shows, topology, within_share
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +33,7 @@ def test_cpu_limit_and_throttle_in_containers(runs_dir, tmp_path, engine):
     tl = [(e["op"], e["target"], e["cpu"], e["status"]) for e in m["timeline"]]
     assert tl == [("throttle", ["b1"], 0.02, "done"), ("unthrottle", ["b1"], 0.2, "done")], m["timeline"]
     series, changes = within_share(rd, "b1", 0.2)
-    inside = [c for t0, t1, c in series if t0 >= changes[0][1] and t1 <= changes[1][0]]
-    assert inside and max(inside) <= capacity.allowed(0.02, 1.0), series
+    throttle_shows(series, changes, 0.02)
     checks = {c["name"]: c for c in json.loads((rd.path / "analysis" / "checks.json").read_text())["checks"]}
     assert checks["cpu_share"]["passed"], checks["cpu_share"]
     assert (rd.path / "analysis" / "figures" / "cpu.png").exists()
