@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
 
@@ -389,7 +387,6 @@ def test_stx_a_standing_subscription_re_issued_to_a_restarted_broker_is_removed_
 # the sub again (the agent re-issues committed subscriptions only, and this one had no outcome
 # yet), so publications for A stopped one hop short of it (P5).
 
-@pytest.mark.xfail(strict=True, reason="open: D-TX/D-TXNI write lost at a restarted broker")
 def test_dtx_seed_511_a_subscription_a_committed_op4_removed_leaves_the_restarted_broker_too():
     from .harness import run_random, stale_routes
 
@@ -398,7 +395,6 @@ def test_dtx_seed_511_a_subscription_a_committed_op4_removed_leaves_the_restarte
     assert stale_routes(sim.logs) == []
 
 
-@pytest.mark.xfail(strict=True, reason="open: D-TX/D-TXNI write lost at a restarted broker")
 def test_dtx_seed_553_a_subscription_a_committed_op4_removed_leaves_the_restarted_broker_too():
     from .harness import run_random, stale_routes
 
@@ -407,7 +403,6 @@ def test_dtx_seed_553_a_subscription_a_committed_op4_removed_leaves_the_restarte
     assert stale_routes(sim.logs) == []
 
 
-@pytest.mark.xfail(strict=True, reason="open: D-TX/D-TXNI write lost at a restarted broker")
 def test_dtxni_seed_583_a_committed_subscription_reaches_its_restarted_broker():
     from .harness import run_random, stale_routes
 
@@ -416,7 +411,6 @@ def test_dtxni_seed_583_a_committed_subscription_reaches_its_restarted_broker():
     assert stale_routes(sim.logs) == []
 
 
-@pytest.mark.xfail(strict=True, reason="open: D-TX/D-TXNI write lost at a restarted broker")
 def test_dtx_seed_573_a_committed_subscription_reaches_its_restarted_broker():
     from .harness import run_random, stale_routes
 
