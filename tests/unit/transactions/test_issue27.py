@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
 
@@ -417,3 +419,20 @@ def test_dtx_seed_573_a_committed_subscription_reaches_its_restarted_broker():
     sim, d = run_random(573, "dtx", True)
     assert d["crash"] and d["crash"]["victim"] == "b6"
     assert stale_routes(sim.logs) == []
+
+
+# -- S-TX: open. A subscription known processed at a restarted broker, but lost there --
+#
+# Sim seed 442 with a crash (not in the sweep: its even seeds run without one). A's broker b6
+# processed A's op3 (sub) and passed it on to b4, then crashed before op5 arrived. Restarted, it
+# learned from b4 (txknown: b4 had received op3 from it) that it had processed op3, but its PRT
+# no longer held the subscription (A re-issues committed subscriptions only, and op3's
+# transaction had no outcome at A yet): A's re-sent op3 was dropped as known, op5 (re-sent by b4)
+# was processed with no destination, and A never got it (P3 expected, P5 at b6).
+
+def test_stx_seed_442_crash_a_subscription_known_processed_is_back_at_the_restarted_broker():
+    from .harness import lost_commits, run_random, stale_routes
+
+    sim, d = run_random(442, "stx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b6"
+    assert stale_routes(sim.logs) == [] and lost_commits(sim.logs) == []
