@@ -136,3 +136,35 @@ def lost_commits(logs: list[dict[str, Any]]) -> list[str]:
         if not ok:
             bad.append(f"{tx} ({b['kind']}): delivered {sorted(got)}")
     return bad
+
+
+def stale_routes(logs: list[dict[str, Any]]) -> list[str]:
+    """P5 without Spark, on the subscriptions the scenario's clients touch in transactions: a
+    subscription whose last committed operation (by the TXC's end of its transaction) is a
+    ``usub`` must be in no broker's final PRT; one whose last committed operation is a ``sub``
+    must be in the final PRT of every broker that processed that ``sub``. One line per broker
+    and subscription that differs."""
+    ended = {r["tx"]: r["t"] for r in logs if r["ev"] == "tx_end" and r["outcome"] == "committed"}
+    last: dict[str, tuple[int, str, str]] = {}  # sub id -> (end ns, kind, tx)
+    for r in logs:
+        if r["ev"] == "tx_op" and r["kind"] in ("sub", "usub") and r["tx"] in ended and r["client"] != r["node"]:
+            k = (ended[r["tx"]], r["kind"], r["tx"])
+            if r["sub_id"] not in last or k > last[r["sub_id"]]:
+                last[r["sub_id"]] = k
+    tables: dict[str, dict[str, str]] = {}
+    for r in logs:
+        if r["ev"] == "tx_tables":
+            tables[r["node"]] = r["prt"]
+    at: dict[tuple[str, str], set[str]] = {}  # (tx, sub id) -> brokers that processed its sub
+    ops = {(r["tx"], r["op_id"]): r["sub_id"] for r in logs if r["ev"] == "tx_op" and r["kind"] == "sub"}
+    for r in logs:
+        if r["ev"] == "tx_proc" and r["kind"] == "sub" and (r["tx"], r["op_id"]) in ops:
+            at.setdefault((r["tx"], ops[(r["tx"], r["op_id"])]), set()).add(r["node"])
+    bad = []
+    for sid, (_, kind, tx) in sorted(last.items()):
+        for node, prt in sorted(tables.items()):
+            if kind == "usub" and sid in prt:
+                bad.append(f"{node}: {sid} removed by committed {tx} but still in the PRT")
+            elif kind == "sub" and node in at.get((tx, sid), ()) and sid not in prt:
+                bad.append(f"{node}: {sid} added by committed {tx} but missing from the PRT")
+    return bad

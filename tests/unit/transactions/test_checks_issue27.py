@@ -102,3 +102,34 @@ def test_p5_fails_on_a_committed_usub_that_never_reached_one_broker(spark):
     assert set(got) == {"transactions.p5_tables"}
     assert {"node": "b2", "table": "prt", "sub_id": sid, "expected": False, "actual": True} in got[
         "transactions.p5_tables"].examples
+
+
+# -- BL-WAIT after a crash: P2 fails, and says why (no recovery), never passes --
+
+def test_blwait_p2_after_a_crash_fails_and_carries_the_no_recovery_finding(spark):
+    """Sim seed 503 (BL-WAIT with a crash of b1): op1/op5 lost with the crashed broker. P2 still
+    fails; its details carry the finding (shown at the top of the report); the same history
+    without faults in the plan fails P2 with no finding (nothing explains it)."""
+    from .harness import run_random
+
+    sim, d = run_random(503, "blwait", True)
+    assert d["crash"]
+    ctx = ctx_of(spark, sim.logs, "blwait")
+    ctx.plan["actions"] = [{"crash": d["crash"]["victim"]}]
+    r = C.check_scenario_routing(ctx)
+    assert not r.passed and r.violations > 0
+    assert r.details["finding"].startswith("BL-WAIT has no recovery")
+    assert r.details["lost"] + r.details["misrouted"] == r.violations
+    assert r.details["transactions_failed"] >= 1
+    calm = C.check_scenario_routing(ctx_of(spark, sim.logs, "blwait"))
+    assert not calm.passed and calm.violations == r.violations and "finding" not in calm.details
+
+
+def test_no_recovery_finding_names_only_blwait_p2_with_faults():
+    crash = {"actions": [{"crash": "b1"}]}
+    assert C.no_recovery_finding("blwait", crash, "transactions.p2_routing", 3)
+    assert C.no_recovery_finding("blwait", {"actions": []}, "transactions.p2_routing", 3) is None
+    assert C.no_recovery_finding("blwait", crash, "transactions.p2_routing", 0) is None
+    assert C.no_recovery_finding("blwait", crash, "transactions.p4_agreement", 3) is None
+    for v in ("dtx", "dtxni", "stx"):
+        assert C.no_recovery_finding(v, crash, "transactions.p2_routing", 3) is None

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from .harness import LINE3, scenario
 from tests.unit.pubsub.harness import Sim
 
@@ -372,3 +374,65 @@ def test_stx_a_standing_subscription_re_issued_to_a_restarted_broker_is_removed_
     sim.run_for(2.0)
     assert sim.events("client_resync", node="d")
     assert sid not in sim.nodes["b2"].table.prt and sid not in sim.nodes["b1"].table.prt
+
+
+# -- D-TX / D-TXNI: a committed write lost at a broker that restarted during its transaction --
+#
+# Sim seeds 511 and 553 (D-TX): the interior broker b1 crashed after it had processed D's op4
+# (the usub of D's standing subscription) and before the commit reached it. Restarted empty, it
+# re-learnt its routes from its neighbours; b2 (seed 511), which had not committed yet, still held
+# the subscription in its stable table (op4 lived in the transaction's TXRS) and re-sent it; b1
+# passed it on to b3, which had committed. The re-sent commit found no context at b1 (its writes
+# died with it) and b2's own commit replayed op4 on its table without telling anyone: the
+# subscription stayed at b1 and b3 (P5). Seeds 573 (D-TX) and 583 (D-TXNI): the agent's broker
+# crashed after processing A's op3 (a sub) and before the commit; the restarted broker never got
+# the sub again (the agent re-issues committed subscriptions only, and this one had no outcome
+# yet), so publications for A stopped one hop short of it (P5).
+
+def test_dtx_seed_511_a_subscription_a_committed_op4_removed_leaves_the_restarted_broker_too():
+    from .harness import run_random, stale_routes
+
+    sim, d = run_random(511, "dtx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b1"
+    assert stale_routes(sim.logs) == []
+
+
+def test_dtx_seed_553_a_subscription_a_committed_op4_removed_leaves_the_restarted_broker_too():
+    from .harness import run_random, stale_routes
+
+    sim, d = run_random(553, "dtx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b1"
+    assert stale_routes(sim.logs) == []
+
+
+def test_dtxni_seed_583_a_committed_subscription_reaches_its_restarted_broker():
+    from .harness import run_random, stale_routes
+
+    sim, d = run_random(583, "dtxni", True)
+    assert d["crash"] and d["crash"]["victim"] == "b2"
+    assert stale_routes(sim.logs) == []
+
+
+def test_dtx_seed_573_a_committed_subscription_reaches_its_restarted_broker():
+    from .harness import run_random, stale_routes
+
+    sim, d = run_random(573, "dtx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b6"
+    assert stale_routes(sim.logs) == []
+
+
+# -- S-TX: open. A subscription known processed at a restarted broker, but lost there --
+#
+# Sim seed 442 with a crash (not in the sweep: its even seeds run without one). A's broker b6
+# processed A's op3 (sub) and passed it on to b4, then crashed before op5 arrived. Restarted, it
+# learned from b4 (txknown: b4 had received op3 from it) that it had processed op3, but its PRT
+# no longer held the subscription (A re-issues committed subscriptions only, and op3's
+# transaction had no outcome at A yet): A's re-sent op3 was dropped as known, op5 (re-sent by b4)
+# was processed with no destination, and A never got it (P3 expected, P5 at b6).
+
+def test_stx_seed_442_crash_a_subscription_known_processed_is_back_at_the_restarted_broker():
+    from .harness import lost_commits, run_random, stale_routes
+
+    sim, d = run_random(442, "stx", True)
+    assert d["crash"] and d["crash"]["victim"] == "b6"
+    assert stale_routes(sim.logs) == [] and lost_commits(sim.logs) == []

@@ -162,3 +162,34 @@ def test_an_stx_usub_needs_its_filter_for_the_dependency_checks():
     with pytest.raises(TXError, match="filter"):
         m.txUsub(tx, "S1")
     m.txUsub(tx, "S1", f="[x,eq,1]")
+
+
+@pytest.mark.parametrize("variant", ["dtx", "dtxni"])
+def test_a_commit_after_the_broker_restarted_re_issues_the_clients_routing_operations(variant):
+    """Sim seeds 573/583: the restarted broker lost the transaction's context with A's sub in it;
+    the commit that comes after resync() makes the client send it again as a plain routing
+    message (same id and filter). Without a restart, or on an abort, nothing more is sent."""
+    rt = FakeRt()
+
+    def on_tcm(c, tx, op):
+        m.txSub(tx, "[p,eq,'q'],[x,eq,1]", sid=f"{tx}/3", n=3)
+
+    m = TXManager(rt, "a-0", "b3", variant, on_tcm=on_tcm)
+    for tx in ("t1", "t2", "t3"):
+        m.on_message({"k": "txop", "tx": tx, "op": {"id": f"{tx}/2", "n": 2, "kind": "tcm", "c": "d-0", "a": {}}})
+        m.on_message({"k": "txack", "tx": tx, "op": f"{tx}/3"})
+    m.resync("queries")  # b3 came back: t1 and t3 are open here
+    m.on_message({"k": "txcmt", "tx": "t2"})  # (t2 is marked too; see below: it commits)
+    sent = len(rt.sent)
+    m.on_message({"k": "txcmt", "tx": "t1"})
+    plain = [msg for _, msg in rt.sent[sent:] if msg["k"] == "sub"]
+    assert plain == [{"k": "sub", "id": "t1/3", "f": "[p,eq,'q'],[x,eq,1]", "c": "a-0"}]
+    assert ("tx_reissue", {"client": "a-0", "tx": "t1", "ops": ["t1/3"]}) in rt.logs
+    sent = len(rt.sent)
+    m.on_message({"k": "txabt", "tx": "t3"})
+    assert [msg for _, msg in rt.sent[sent:] if msg["k"] == "sub"] == []
+    # a transaction begun after the restart is not re-issued
+    m.on_message({"k": "txop", "tx": "t4", "op": {"id": "t4/2", "n": 2, "kind": "tcm", "c": "d-0", "a": {}}})
+    sent = len(rt.sent)
+    m.on_message({"k": "txcmt", "tx": "t4"})
+    assert [msg for _, msg in rt.sent[sent:] if msg["k"] == "sub"] == []

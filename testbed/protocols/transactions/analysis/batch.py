@@ -171,7 +171,8 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
                ) -> dict[str, list[dict[str, Any]]]:
     """P1-P7 and P9 on every run of ``run_dirs`` ({key: run directory}), batched (module doc).
 
-    -> {key: [{check, passed, violations, applies, required, examples}]} in CHECKS order."""
+    -> {key: [{check, passed, violations, applies, required, examples, [finding]}]} in CHECKS order
+    (``finding``: ``checks.no_recovery_finding``, BL-WAIT's P2 in a run with faults; still failed)."""
     from testbed.analysis.batch import ensure_ingested
     from testbed.analysis.session import tune_for_input
 
@@ -198,7 +199,8 @@ def check_runs(spark, run_dirs: dict[str, str], progress: Callable[[str], None] 
             req = required(v)
             for k in keys:
                 n, ex = found.get(ids[k], (0, []))
+                finding = K.no_recovery_finding(v, _plan(Path(run_dirs[k])), name, n if req else 0)
                 out[k].append({"check": name, "passed": n == 0 or not req, "violations": n if req else 0,
                                "applies": True, "required": req, "description": desc, "examples": ex,
-                               **({} if req else {"reported": n})})
+                               **({} if req else {"reported": n}), **({"finding": finding} if finding else {})})
     return out

@@ -168,14 +168,38 @@ def routing_violations(begin: DataFrame, deliver: DataFrame, outs: DataFrame, ev
             .select("tx", "n", "expected", "got"))
 
 
+NO_RECOVERY = ("BL-WAIT has no recovery: it is the plain pub/sub broker, without transaction messages (the "
+               "paper's baseline, §7, \"not a viable, competing solution\"; neither the paper nor the spec gives it "
+               "one: durability is out of scope, §3.1, App. A.2), so a publication lost with a crashed broker, or "
+               "sent on a route the crash cut, is never sent again (docs/transactions.md, \"BL-WAIT and faults\")")
+
+
+def no_recovery_finding(v: str, plan: dict, check: str, violations: int) -> str | None:
+    """The finding a failed check carries when it is BL-WAIT's missing recovery: P2 of a BL-WAIT
+    run with faults (crash, restart, cut, ...). The check still fails: this names why, in the
+    report's findings and in the sweep's summary, per variant; it never turns a failure into a pass."""
+    if v != "blwait" or not plan.get("actions") or check != "transactions.p2_routing" or not violations:
+        return None
+    return (f"{NO_RECOVERY}: {violations} scenario publication(s) not routed as the scenario needs "
+            f"in a run with faults; P2 fails")
+
+
 def check_scenario_routing(ctx: AnalysisContext) -> CheckResult:
     v = variant(ctx)
     every = v not in TX_VARIANTS
-    viol = routing_violations(ctx.df("tx_begin"), ctx.df("tx_deliver"), outcomes(ctx), every)
-    return summarize("transactions.p2_routing",
+    name = "transactions.p2_routing"
+    viol = routing_violations(ctx.df("tx_begin"), ctx.df("tx_deliver"), outcomes(ctx), every).cache()
+    n = viol.count()
+    details: dict = {"transactions": ctx.df("tx_begin").count()}
+    finding = no_recovery_finding(v, ctx.plan, name, n)
+    if finding:
+        lost = viol.where(F.size("got") == 0).count()
+        details.update(finding=finding, lost=lost, misrouted=n - lost,
+                       transactions_failed=viol.select("tx").distinct().count())
+    return summarize(name,
                      "op1 reaches only D, op2 and op5 only the assigned agent, in every "
                      + ("transaction (BL-WAIT)" if every else "committed transaction") + " (P2)",
-                     viol, order=["tx", "n"], details={"transactions": ctx.df("tx_begin").count()})
+                     viol, order=["tx", "n"], details=details, count=n)
 
 
 # ---------------------------------------------------------------------------------- P3

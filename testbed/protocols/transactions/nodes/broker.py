@@ -40,7 +40,9 @@ carry ``c`` (client to broker) or ``to`` (broker to client), as in the pub/sub c
 Recovery after a broker restart (docs/transactions.md): the restarted broker holds
 transaction messages for ``params.settle`` while the pub/sub re-sync rebuilds its tables;
 neighbours re-send recent outcomes (and, S-TX, their CRT and the operations of open
-transactions) when the connection comes back.
+transactions) when the connection comes back. D-TX: a commit sends its routing changes, as plain
+routing messages, to the neighbours whose connection came back while the transaction was open
+here (they were re-synced from a stable table without its writes, and lost its context).
 
 Flood-and-collect (init, prep, cmt, abt): a broker forwards to every neighbour but the
 one it came from (cmt/abt also to the local clients that took part), then acknowledges
@@ -341,16 +343,21 @@ class TxBroker(Broker):
         return self._apply_full(table, op, frm, undo)[0]
 
     def _apply_full(self, table: RoutingTable, op: dict[str, Any], frm: str,
-                    undo: list[tuple] | None) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+                    undo: list[tuple] | None,
+                    raw: list[Any] | None = None) -> tuple[list[str], list[tuple[str, str, str, str]]]:
         """Apply op to ``table``: (its destinations, the operations it triggers). A triggered
         operation (Alg 2) is ``(hop, kind, sub id, filter text)``: an ``adv`` releases the
         subscriptions that were held here for want of a matching advertisement (a ``sub`` toward
         the advertisement's last hop), a ``uadv`` withdraws those forwarded only because of it
-        (a ``usub``). Records the inverse of each change in ``undo``."""
+        (a ``usub``). Records the inverse of each change in ``undo``; ``raw`` (a list) gets the
+        table's routing messages (:class:`Out`) as they are."""
         kind = op["kind"]
+        if raw is None:
+            raw = []
         if kind == "sub":
             sid = op["sid"]
             outs = table.subscribe(sid, parse_cached(op["f"]), frm)
+            raw += outs
             if undo is not None:
                 undo.append(("usub", sid, frm))
             return [o.dst for o in outs if o.kind == "sub"], []
@@ -358,6 +365,7 @@ class TxBroker(Broker):
             sid = op["sid"]
             e = table.prt.get(sid)
             outs = table.unsubscribe(sid, frm)
+            raw += outs
             if undo is not None and e is not None and e.hop == frm:
                 undo.append(("sub", sid, e.filter, frm))
             return [o.dst for o in outs if o.kind == "unsub"], []
@@ -367,6 +375,7 @@ class TxBroker(Broker):
             aid = op["sid"]
             known = aid in table.srt
             outs = table.advertise(aid, parse_cached(op["f"]), frm)
+            raw += outs
             if undo is not None and not known:
                 undo.append(("unadv", aid, frm))
             return ([o.dst for o in outs if o.kind == "adv"],
@@ -375,6 +384,7 @@ class TxBroker(Broker):
             aid = op["sid"]
             e = table.srt.get(aid)
             outs = table.unadvertise(aid, frm)
+            raw += outs
             if undo is not None and e is not None and e.hop == frm:
                 undo.append(("adv", aid, e.filter, frm))
             return ([o.dst for o in outs if o.kind == "unadv"],
@@ -445,6 +455,9 @@ class TXContext:
     writes: list[tuple] = field(default_factory=list)  # (op dict, from hop) in processing order
     pubs: list[dict[str, Any]] = field(default_factory=list)  # buffered publications' attrs
     undo: list[tuple] = field(default_factory=list)  # D-TXNI
+    # neighbours whose connection came back (re-synced from the stable table, which lacks this
+    # transaction's writes) while it was open here: told the commit's routing changes (D-TX)
+    resynced: set[str] = field(default_factory=set)
 
 
 class DtxBroker(TxBroker):
@@ -553,9 +566,19 @@ class DtxBroker(TxBroker):
         self._fresh = False
         if ctx is not None and self.isolation:
             new = self.table.clone()
+            outs: list[Any] = []
             for op, frm in ctx.writes:
-                self._apply(new, op, frm, None)
+                self._apply_full(new, op, frm, None, outs)
             self.table = new
+            # a neighbour re-synchronised while the transaction was open here (it restarted) got
+            # the stable table without the transaction's writes, and, restarted, lost its own
+            # context (its re-sent commit changes nothing there): the commit's routing changes go
+            # to it as plain routing messages (sim seeds 511, 553: a subscription a committed op4
+            # removed came back to the restarted broker from a neighbour not yet committed)
+            late = [o for o in outs if o.dst in ctx.resynced]
+            if late:
+                self.rt.log("tx_commit_resync", tx=tx, peers=sorted({o.dst for o in late}), msgs=len(late))
+                self.emit(late)
             self._advance()
             self.versions[self.ssid] = new
         elif ctx is not None or not resent:
@@ -593,6 +616,8 @@ class DtxBroker(TxBroker):
 
     def _peer_up_tx(self, peer: str) -> None:
         self.rt.send(peer, {"k": "txssid", "ssid": self.ssid})
+        for ctx in self.ctx.values():
+            ctx.resynced.add(peer)
         super()._peer_up_tx(peer)
 
     def _on_ssid(self, frm: str, msg: dict[str, Any]) -> None:
@@ -682,6 +707,19 @@ class StxBroker(TxBroker):
         if k == "txsynced":
             return
         super().on_message(src, msg)
+
+    def _flush_held(self) -> None:
+        """The held messages in arrival order, except the subscriptions (sub operations) its local
+        clients re-sent after its restart, taken first: a publication re-sent by a neighbour that
+        depends on one must find it applied (sim seed 442). Only additions go first: a usub moved
+        ahead of a publication sent before it would take a route from it (sim seed 405)."""
+        held = self._held or []
+        first = [i for i, (src, m) in enumerate(held) if src not in self._nset and m.get("k") == "txop"
+                 and (m.get("op") or {}).get("kind") == "sub"]
+        if first:
+            pick = set(first)
+            self._held = [held[i] for i in first] + [h for i, h in enumerate(held) if i not in pick]
+        super()._flush_held()
 
     def _save_procs(self) -> None:
         if not self._peers_file:
@@ -786,6 +824,19 @@ class StxBroker(TxBroker):
         self._known(frm, tx, oid)  # the sender processed it (a broker forwards what it processed)
         if (tx, oid) in self.processed or self.terminated.get(tx) == "aborted":
             op = msg["op"]
+            if (op["kind"] == "sub" and frm not in self._nset and op.get("sid") not in self.table.prt
+                    and self.terminated.get(tx) != "aborted"):
+                # a sub known processed here (txknown: a neighbour got it from this broker before
+                # its restart) that its own subscriber re-sends (its transaction has no outcome
+                # there), but whose entry the restart lost: applied again and sent on where it is
+                # wanted, before what depends on it (the restarted broker takes such re-sent
+                # subscriptions first, _flush_held). Sim seed 442 with a crash: op5, re-sent by the
+                # neighbour, reached nobody at A's restarted broker
+                undo = None if tx in self.terminated else self.undo.setdefault(tx, [])
+                dests, _ = self._apply_full(self.table, op, frm, undo)
+                self._forward_op(tx, frm, msg, dests)
+                self._op_ok(frm, tx, oid)
+                return
             e = self.table.prt.get(op.get("sid")) if op["kind"] == "usub" else None
             if e is not None and e.hop == frm and self.terminated.get(tx) != "aborted":
                 # a usub processed here before, re-sent after a restart, whose subscription is back

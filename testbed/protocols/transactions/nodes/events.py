@@ -58,3 +58,10 @@ declare("tx_resync_done", P, "S-TX: a restarted broker was re-synchronised by ev
         "every client process (txsynced) it had before (missing: those that did not come within "
         "params.resync_wait after settle); waited_ms since its start. Its held messages go on from here.",
         waited_ms="float", missing="list[str]")
+declare("tx_commit_resync", P, "D-TX: a broker committed a transaction while a neighbour had been re-synchronised "
+        "(its connection came back: it restarted) during it; the commit's routing changes toward those peers "
+        "were sent to them as plain routing messages (msgs of them).",
+        tx="str", peers="list[str]", msgs="int")
+declare("tx_reissue", P, "D-TX/D-TXNI: a client learned the commit of a transaction whose routing operations "
+        "(ops: their ids) its broker may have lost (the broker restarted while the transaction was open) and "
+        "sent them again as plain routing messages.", client="str", tx="str", ops="list[str]")

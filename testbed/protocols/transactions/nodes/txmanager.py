@@ -87,6 +87,7 @@ class TxState:
     on_decided: Callable[[str], Any] | None = None
     on_acked: Callable[[str], Any] | None = None
     auto: int = 0  # operation counter for ids this manager picks
+    restarted: bool = False  # the client's broker came back (resync) while this was open here
 
 
 class TXManager:
@@ -189,7 +190,13 @@ class TXManager:
         operations received from the broker, so processed there, in one ``txknown``, for the last
         :attr:`KNOWN_TXS` transactions this client took part in); :attr:`RESYNC` is the
         order to call it in. An S-TX outcome carries its dependencies again (the broker holds it
-        until they are processed there, as it did the first one)."""
+        until they are processed there, as it did the first one). D-TX/D-TXNI: the broker lost
+        the contexts of the transactions still open here, with this client's routing operations
+        in them; they are sent again as plain routing messages once the commit is known here."""
+        if self.variant != "stx":
+            for st in self.txs.values():
+                if not st.outcome:
+                    st.restarted = True
         if what == "known":
             if self.variant == "stx":
                 parts = [st for st in self.txs.values() if st.seen][-self.KNOWN_TXS:]
@@ -440,8 +447,29 @@ class TXManager:
         if outcome == "committed" and self.notify is not None:
             for op in pubs:
                 self.notify(self.client, st.tx, op)
+        if outcome == "committed" and st.restarted:
+            self._reissue(st)
         if self.on_outcome is not None:
             self.on_outcome(self.client, st.tx, outcome, pubs)
+
+    PLAIN = {"sub": "sub", "usub": "unsub", "adv": "adv", "uadv": "unadv"}
+
+    def _reissue(self, st: TxState) -> None:
+        """D-TX/D-TXNI: a committed transaction's routing operations this client sent, again as
+        plain routing messages (same ids), because its broker restarted while the transaction was
+        open: the restarted broker lost the transaction's context and, with it, these writes (its
+        commit, re-sent by a neighbour, changes nothing there). Sim seeds 573, 583: A's op3 stayed
+        missing at its restarted broker, and publications for A stopped one hop short. A broker
+        that kept them ignores a known id (a sub/adv) or an unknown one (an unsub/unadv)."""
+        sent = [e for e in st.ops if e.op["kind"] in self.PLAIN and e.status != "buffered"]
+        if not sent:
+            return
+        self.rt.log("tx_reissue", client=self.client, tx=st.tx, ops=[e.op_id for e in sent])
+        for e in sent:
+            m: dict[str, Any] = {"k": self.PLAIN[e.op["kind"]], "id": e.op["sid"]}
+            if e.op["kind"] in ("sub", "adv"):
+                m["f"] = e.op["f"]
+            self._send(m)
 
     def _send(self, msg: dict[str, Any]) -> None:
         if self._send_fn is not None:
