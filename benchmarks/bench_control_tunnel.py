@@ -18,9 +18,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,32 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 from common import pct  # noqa: E402
 from testbed.nodes.runtime.control_client import ControlClient  # noqa: E402
 from testbed.providers.tunnel import SSHTunnels  # noqa: E402
+from testbed.testing import loopsshd  # noqa: E402
 from testbed.testing.harness import NodeProc, make_configs  # noqa: E402
-
-
-def start_sshd(d: Path) -> tuple[subprocess.Popen, int]:
-    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
-    for k in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / k)], check=True)
-    (d / "authorized_keys").write_text((d / "client.pub").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\nPidFile {d / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPasswordAuthentication no\n"
-        "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n")
-    Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {' '.join((d / 'host.pub').read_text().split()[:2])}\n")
-    return proc, port
 
 
 def main() -> int:
@@ -69,7 +42,7 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="tb-bench-tunnel-") as tmp:
         d = Path(tmp)
-        sshd, port = start_sshd(d)
+        sshd, port = loopsshd.start(d)
         os.environ["TESTBED_KNOWN_HOSTS"] = str(d / "known_hosts")
         cfg = make_configs(str(d / "node"), ["b1"])["b1"]
         node = NodeProc(cfg).start()

@@ -10,17 +10,15 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from testbed.errors import ProviderError
+from testbed.testing import loopsshd
 
 pytestmark = [pytest.mark.docker, pytest.mark.ssh, pytest.mark.timeout(300)]
 
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SSHD = loopsshd.SSHD
 
 
 def _ci() -> bool:
@@ -40,28 +38,8 @@ def sshd(tmp_path_factory):
     _need(os.geteuid() == 0, "the test sshd must run as root to log in as root")
     _need(shutil.which("docker") is not None, "the docker CLI is needed on the engine's host")
     d = tmp_path_factory.mktemp("sshd")
-    for k in ("host", "client", "other"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / k)], check=True)
-    (d / "authorized_keys").write_text((d / "client.pub").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\nPidFile {d / 'sshd.pid'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPasswordAuthentication no\n"
-        "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n")
-    Path("/run/sshd").mkdir(exist_ok=True)
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    host_key = " ".join((d / "host.pub").read_text().split()[:2])
-    other_key = " ".join((d / "other.pub").read_text().split()[:2])
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key}\n")
+    proc, port = loopsshd.start(d, keys=("host", "client", "other"))
+    other_key = loopsshd.public_key(d / "other.pub")
     (d / "wrong_known_hosts").write_text(f"[127.0.0.1]:{port} {other_key}\n")
     yield {"url": f"ssh://root@127.0.0.1:{port}", "key": str(d / "client"), "dir": d}
     proc.terminate()
