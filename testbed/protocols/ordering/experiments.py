@@ -463,6 +463,8 @@ def analyze(ctx) -> None:
 
 def _measure_bw(ctx, per_shape, pred, rate_dirs, summary) -> None:
     """Evidence for the explanations of Figs 10-12: the predictor's and the runs' forwarding shares."""
+    from testbed.protocols.ordering.analysis.runs import run_row
+
     rows = {k: run_row(d, summary.get(k, {})) for k, d in rate_dirs.items() if k in pred}
     p901 = [pred[k] for k in sorted(pred) if rows[k]["shape"] == 0.901]
     if p901:
