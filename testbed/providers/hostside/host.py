@@ -83,21 +83,20 @@ class Host:
         except (OSError, ValueError):
             return None
 
-    def runtime(self, run: str) -> dict | None:
-        """The run's container runtime on this host ({"image", "docker"}) or None (processes)."""
+    def _run_json(self, run: str, name: str) -> dict | None:
         try:
-            with open(os.path.join(self.run_dir(run), "runtime.json")) as f:
+            with open(os.path.join(self.run_dir(run), name)) as f:
                 return json.load(f)
         except (OSError, ValueError):
             return None
 
+    def runtime(self, run: str) -> dict | None:
+        """The run's container runtime on this host ({"image", "docker"}) or None (processes)."""
+        return self._run_json(run, "runtime.json")
+
     def limits(self, run: str) -> dict | None:
         """The run's CPU/memory limits on this host (``limits.json``: {"host", "spec", "procs"}), or None."""
-        try:
-            with open(os.path.join(self.run_dir(run), "limits.json")) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
+        return self._run_json(run, "limits.json")
 
     def set_limits(self, run: str, path: str) -> None:
         """Take the limits the controller sent (``path``: {"host": the plan's name of this host,
