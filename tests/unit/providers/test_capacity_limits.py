@@ -211,7 +211,9 @@ def test_host_helper_makes_the_cgroups_joins_them_throttles_and_counts(tmp_path,
 
     pid = h.spawn("run-9", "b1")  # joins, then execs the node (which fails on this empty config)
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (cpu / "b1" / "cgroup.procs").exists():
+    # the joining process opens the fake file, then writes its pid: wait for the pid, not the file
+    while time.monotonic() < deadline and not ((cpu / "b1" / "cgroup.procs").exists()
+                                               and (cpu / "b1" / "cgroup.procs").read_text()):
         time.sleep(0.01)
     assert (cpu / "b1" / "cgroup.procs").read_text() == str(pid)
     assert (mem / "b1" / "cgroup.procs").read_text() == str(pid)
