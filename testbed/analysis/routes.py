@@ -19,14 +19,27 @@ touches every route: attribution is by time only, as it was before routes.
 
 Each fault's window starts ``fault_margin_s`` before the fault (publications in flight when it
 hit). It ends, for a fault whose end brings connections back (a restart, a heal, a healed
-partition), when the affected nodes have *re-synchronised*: every overlay neighbour of the
-restarted node (or each end of a healed hop) has logged the re-sync event the protocol names
-(``resync`` rows: the node that logged it, the peer it re-sent its state to, when) after the
-restart, in both directions where both ends log one, plus ``fault_margin_s`` (what the re-sync
-sent still has to be applied and forwarded, and publications sent meanwhile are in flight: without
-it, correct brokers failed completeness on publications sent just after the last re-sync). A neighbour that never re-synchronises keeps
-the window open to the end of the run (``recovered`` = ``never``). Faults without a re-sync
-(pause, stall, a link re-specification, a crash never restarted) end at their last action plus
+partition), when the affected nodes have *applied* their re-syncs, as measured in the logs: every
+overlay neighbour of the restarted node and every client process attached to it (or each end of
+a healed hop, each pair of neighbours across a healed partition) re-sends its state after the
+fault, framed by markers, and the receiver logs the re-sync *applied* (``applied`` rows: the node
+that applied it, the peer that sent it, when, the wave id, how many brokers it carried the wave
+on to) once it has handled every frame of it. What a re-sync changes at the receiver travels on
+with the same wave (a subscription re-learnt there that a further broker lacks), and every broker
+whose tables it changed logs its own applied row; the window ends at the last applied row of the
+first wave after the fault in each direction where the sender logs re-syncs and the receiver
+logs applied rows, with **no margin after it**: a publication sent later finds every broker on
+its route already holding what the re-sync re-learnt (links are FIFO: the re-sync is ahead of it
+on every hop it shares, and the route's brokers already had the rest). A wave that does not
+reach every broker it was carried to (fewer applied rows than its ``fwd`` promise), or a
+direction with no applied row, keeps the window open to the end of the run (``recovered`` =
+``never``).
+
+Logs without applied rows (runs made before the markers) fall back to the sender-side rule: the
+window ends at the last *sent* re-sync row of the affected pairs (``resync`` rows) plus
+``fault_margin_s`` (what the re-sync sent still had to be applied and forwarded: a fixed excuse),
+``recovered`` = ``resync-sent``. Faults without a re-sync (pause, stall, a link re-specification,
+a crash never restarted, a client process's restart) end at their last action plus
 ``fault_margin_s``, as before. A crash whose restart is written as another fault ends at that
 restart (``restart``): the restart's own window, from its re-syncs, covers the recovery.
 """
@@ -54,7 +67,8 @@ class RouteWindow:
     hi: float
     source: str
     codes: frozenset[int] | None
-    recovered: str  # "resync" (end measured from the logs) | "never" | "margin" (no re-sync applies)
+    recovered: str  # "resync" (ends when the re-syncs were applied, measured) | "resync-sent" (old logs:
+    #                 the last sent re-sync + margin) | "never" | "margin" (no re-sync applies)
     #                 | "restart" (a crash whose restart is another fault: ends at the restart)
 
     def to_dict(self) -> dict[str, Any]:
@@ -207,12 +221,15 @@ class Routes:
                          if hit(pe, se))
 
 
-def resync_pairs(w: FaultWindow, graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+def resync_pairs(w: FaultWindow, graph: dict[str, set[str]],
+                 attached: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
     """The (node, peer) pairs whose re-sync ends ``w``'s recovery: a restarted node with each overlay
-    neighbour, a healed hop's two ends, a healed partition's neighbours across its groups."""
+    neighbour and each client process attached to it (``attached``: broker -> client processes), a
+    healed hop's two ends, a healed partition's neighbours across its groups."""
     ops = set(w.ops)
     if "restart" in ops:
-        return sorted((n, m) for n in w.targets for m in graph.get(n, ()))
+        return sorted({(n, m) for n in w.targets for m in graph.get(n, ())}
+                      | {(n, c) for n in w.targets for c in (attached or {}).get(n, ())})
     if "heal" in ops and len(w.targets) == 2:
         a, b = sorted(w.targets)
         return [(a, b)]
@@ -223,38 +240,83 @@ def resync_pairs(w: FaultWindow, graph: dict[str, set[str]]) -> list[tuple[str, 
     return []
 
 
-def recovery_end(w: FaultWindow, graph: dict[str, set[str]], resync: Iterable[tuple[str, str, float]],
-                 end_s: float) -> tuple[float | None, str]:
-    """(end, how) of ``w``'s recovery from the ``resync`` rows (node that logged, peer, t_rel_s):
-    the time by which every pair of :func:`resync_pairs` has re-synchronised after the fault's last
-    action, in each direction some row of the run shows is logged; (None, "margin") when no re-sync
-    applies; (``end_s``, "never") when a pair never re-synchronises."""
-    pairs = resync_pairs(w, graph)
+def split_rows(resync: Iterable[tuple]) -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float, str, int]]]:
+    """(sent, applied) of mixed re-sync rows: a sent row is (node that sent, peer, t_rel_s), an
+    applied row (node that applied, peer that sent, t_rel_s, wave, fwd)."""
+    sent, applied = [], []
+    for r in resync:
+        if len(r) >= 5 and r[3]:
+            applied.append((r[0], r[1], float(r[2]), r[3], int(r[4] or 0)))
+        else:
+            sent.append((r[0], r[1], float(r[2])))
+    return sent, applied
+
+
+def wave_ends(applied: Iterable[tuple[str, str, float, str, int]]) -> dict[str, float | None]:
+    """wave -> the time of its last applied row, or None when it did not reach every broker it was
+    carried to (its rows' ``fwd`` sum to more than its rows after the first)."""
+    rows: dict[str, list[tuple[float, int]]] = {}
+    for _, _, t, w, fwd in applied:
+        rows.setdefault(w, []).append((t, fwd))
+    return {w: (max(t for t, _ in rs) if sum(f for _, f in rs) <= len(rs) - 1 else None)
+            for w, rs in rows.items()}
+
+
+def recovery_end(w: FaultWindow, graph: dict[str, set[str]], resync: Iterable[tuple],
+                 end_s: float, attached: dict[str, set[str]] | None = None) -> tuple[float | None, str]:
+    """(end, how) of ``w``'s recovery from the re-sync rows (:func:`split_rows`): with applied rows,
+    the time by which every pair of :func:`resync_pairs` has *applied* the first re-sync after the
+    fault's last action, and every broker its wave was carried to has too, in each direction whose
+    sender logs re-syncs and whose receiver logs applied rows ("resync"); without any (old logs),
+    the last sent re-sync row ("resync-sent", the caller adds the margin); (None, "margin") when no
+    re-sync applies; (``end_s``, "never") when a pair never re-synchronises."""
+    pairs = resync_pairs(w, graph, attached)
     if not pairs or w.actual is None and w.status != "planned":
         return None, "margin"
     after = w.actual[1] if w.actual is not None else w.planned[1]
-    rows = list(resync)
-    logs = {n for n, _, _ in rows}  # the nodes that log re-syncs at all
-    first: dict[tuple[str, str], float] = {}
-    for n, p, t in rows:
-        if t >= after and ((n, p) not in first or t < first[(n, p)]):
-            first[(n, p)] = t
+    sent, applied = split_rows(resync)
+    senders = {n for n, _, _ in sent}  # the nodes that log re-syncs at all
     end = after
+    if applied:
+        appliers = {n for n, *_ in applied}
+        ends = wave_ends(applied)
+        first: dict[tuple[str, str], tuple[float, str]] = {}
+        for n, p, t, wave, _ in applied:  # the wave's own first hop: p re-synced n
+            if t >= after and wave.startswith(f"{p}>{n}@") and ((p, n) not in first or t < first[(p, n)][0]):
+                first[(p, n)] = (t, wave)
+        for a, b in pairs:
+            for x, y in ((a, b), (b, a)):
+                if x not in senders or y not in appliers:
+                    continue  # x never re-syncs, or y never logs what it applied (another kind of node)
+                hit = first.get((x, y))
+                if hit is None or ends[hit[1]] is None:
+                    return end_s, "never"
+                end = max(end, ends[hit[1]])  # type: ignore[type-var]
+        return end, "resync"
+    pairs = resync_pairs(w, graph)  # the sender-side rule of old logs: overlay neighbours only
+    firsts: dict[tuple[str, str], float] = {}
+    for n, p, t in sent:
+        if t >= after and ((n, p) not in firsts or t < firsts[(n, p)]):
+            firsts[(n, p)] = t
     for a, b in pairs:
         for x, y in ((a, b), (b, a)):
-            if x not in logs:
+            if x not in senders:
                 continue  # this end never logs a re-sync (e.g. a node of another kind)
-            t = first.get((x, y))
+            t = firsts.get((x, y))
             if t is None:
                 return end_s, "never"
             end = max(end, t)
-    return end, "resync"
+    return end, "resync-sent"
 
 
-def route_windows(windows: Iterable[FaultWindow], routes: Routes, resync: Iterable[tuple[str, str, float]],
+def route_windows(windows: Iterable[FaultWindow], routes: Routes, resync: Iterable[tuple],
                   *, margin_s: float, end_s: float) -> list[RouteWindow]:
-    """Every attributable fault's :class:`RouteWindow`."""
+    """Every attributable fault's :class:`RouteWindow` (``resync``: sent and applied rows, :func:`split_rows`)."""
     rows = list(resync)
+    attached: dict[str, set[str]] = {}
+    for proc, broker in routes.endpoints:
+        if proc != broker:
+            attached.setdefault(broker, set()).add(proc)
     windows = list(windows)
     # a crash written apart from its restart (two faults): the crash's window ends at the restart,
     # whose own window (from its re-syncs) covers the recovery; no margin after it
@@ -268,14 +330,14 @@ def route_windows(windows: Iterable[FaultWindow], routes: Routes, resync: Iterab
         if not w.attributable:
             continue
         lo, hi = w.attribution_window(margin_s)
-        end, how = recovery_end(w, routes.graph, rows, end_s)
+        end, how = recovery_end(w, routes.graph, rows, end_s, attached)
         start = w.actual[0] if w.actual is not None else w.planned[0]
         later = [t for n in w.targets for t in restarts.get(n, ()) if t >= start]
         if set(w.ops) == {"crash"} and later:
             end, how = min(later), "restart"
         if end is not None:
-            # after the last re-sync: what it re-sent still has to be applied and forwarded, and
-            # publications sent meanwhile are in flight -- the same margin as before a fault
-            hi = end + (margin_s if how == "resync" else 0.0)
+            # measured ("resync": applied everywhere it changed something): no margin after it; old
+            # logs ("resync-sent") only show when the re-sync was sent: the fault margin after it
+            hi = end + (margin_s if how == "resync-sent" else 0.0)
         out.append(RouteWindow(w.fault, float(lo), float(hi), w.source or "/".join(w.ops), routes.touched(w), how))
     return out

@@ -64,24 +64,71 @@ def test_without_client_groups_every_fault_touches_every_route():
     assert Routes({"nodes": {}}).touched(win(["crash"], ["b3"])) is None
 
 
-def test_a_restart_recovers_when_its_neighbours_have_resynchronised():
+def test_old_logs_a_restart_recovers_when_its_neighbours_have_sent_their_resyncs_plus_the_margin():
     r = Routes(plan())
     w = win(["crash", "restart"], ["b2"], planned=(5.0, 7.0))
     rows = [("b1", "b2", 7.4), ("b2", "b1", 7.3), ("b3", "b2", 7.2), ("b2", "b3", 7.9), ("b4", "b2", 7.6),
             ("b2", "b4", 7.5), ("b1", "b2", 3.0)]  # a re-sync before the restart does not count
-    assert recovery_end(w, r.graph, rows, 20.0) == (7.9, "resync")
+    assert recovery_end(w, r.graph, rows, 20.0) == (7.9, "resync-sent")
     # b4 never re-syncs b2 after the restart: the route stays broken until the end of the run
     assert recovery_end(w, r.graph, [x for x in rows if x[0] != "b4"] + [("b4", "b1", 1.0)], 20.0) == (20.0, "never")
     # a stall has no re-sync: its window ends by the margin
     assert recovery_end(win(["stall", "unstall"], ["b2"]), r.graph, rows, 20.0) == (None, "margin")
     (rw,) = route_windows([w], r, rows, margin_s=2.0, end_s=20.0)
-    assert (rw.lo, rw.hi, rw.recovered) == (3.0, 9.9, "resync")  # the last re-sync (7.9 s) + 2 s, not the restart + 2 s
+    assert (rw.lo, rw.hi, rw.recovered) == (3.0, 9.9, "resync-sent")  # the last sent re-sync (7.9 s) + 2 s
 
 
-def test_a_heal_recovers_when_both_ends_have_resynchronised():
+def test_old_logs_a_heal_recovers_when_both_ends_have_sent_their_resyncs():
     r = Routes(plan())
     w = win(["cut", "heal"], ["b2", "b4"], planned=(5.0, 6.0))
-    assert recovery_end(w, r.graph, [("b2", "b4", 6.1), ("b4", "b2", 6.3)], 20.0) == (6.3, "resync")
+    assert recovery_end(w, r.graph, [("b2", "b4", 6.1), ("b4", "b2", 6.3)], 20.0) == (6.3, "resync-sent")
+
+
+def sent_and_applied(pairs, t_sent, t_applied, fwd=None):
+    """The sent rows and the applied rows (at the receiver, wave '<x>><y>@1') of re-syncs x -> y."""
+    fwd = fwd or {}
+    return ([(x, y, t_sent) for x, y in pairs]
+            + [(y, x, t_applied[(x, y)], f"{x}>{y}@1", fwd.get((x, y), 0)) for x, y in pairs])
+
+
+def test_a_restart_recovers_when_every_resync_was_applied_with_no_margin_after():
+    r = Routes(plan())
+    w = win(["crash", "restart"], ["b2"], planned=(5.0, 7.0))
+    pairs = [(x, y) for n in ("b1", "b3", "b4") for x, y in ((n, "b2"), ("b2", n))] + [("subs", "b3")]
+    applied = {p: 7.3 for p in pairs}
+    applied[("b4", "b2")] = 7.45  # the last one applied
+    rows = sent_and_applied(pairs, 7.2, applied)
+    assert recovery_end(w, r.graph, rows, 20.0, {"b3": {"subs"}, "b4": {"subs"}, "b1": {"pubs"}}) == (7.45, "resync")
+    (rw,) = route_windows([w], r, rows, margin_s=2.0, end_s=20.0)
+    # the window ends when the last re-sync was applied: not the sent re-sync (7.2 s) + 2 s = 9.2 s
+    assert (rw.lo, rw.hi, rw.recovered) == (3.0, 7.45, "resync")
+    # a direction whose re-sync was sent but never applied keeps the window open to the end
+    lost = [x for x in rows if not (len(x) == 5 and x[0] == "b2" and x[1] == "b4")]
+    assert recovery_end(w, r.graph, lost, 20.0) == (20.0, "never")
+
+
+def test_a_restart_waits_for_the_client_processes_attached_to_it():
+    r = Routes(plan())
+    w = win(["crash", "restart"], ["b4"], planned=(5.0, 7.0))
+    pairs = [("b2", "b4"), ("b4", "b2"), ("subs", "b4")]  # subs-1 is attached to b4
+    rows = sent_and_applied(pairs, 7.2, {("b2", "b4"): 7.3, ("b4", "b2"): 7.3, ("subs", "b4"): 7.7})
+    (rw,) = route_windows([w], r, rows, margin_s=2.0, end_s=20.0)
+    assert (rw.hi, rw.recovered) == (7.7, "resync")
+    (rw,) = route_windows([w], r, [x for x in rows if x[1] != "subs"], margin_s=2.0, end_s=20.0)
+    assert (rw.hi, rw.recovered) == (20.0, "never")  # the subscriber's process never re-synced b4
+
+
+def test_a_resync_wave_ends_where_it_stops_changing_tables():
+    r = Routes(plan())
+    w = win(["cut", "heal"], ["b2", "b4"], planned=(5.0, 6.0))
+    # b4 re-sends a subscription made during the cut; b2 applies it at 6.2 and carries it on to b1 and
+    # b3 (fwd 2), which apply it at 6.5 and 6.6: the window ends there, not at b2's 6.2
+    rows = sent_and_applied([("b2", "b4"), ("b4", "b2")], 6.1, {("b2", "b4"): 6.15, ("b4", "b2"): 6.2},
+                            fwd={("b4", "b2"): 2})
+    rows += [("b1", "b2", 6.5, "b4>b2@1", 0), ("b3", "b2", 6.6, "b4>b2@1", 0)]
+    assert recovery_end(w, r.graph, rows, 20.0) == (6.6, "resync")
+    # one broker the wave was carried to never applied it: the wave is not over
+    assert recovery_end(w, r.graph, rows[:-1], 20.0) == (20.0, "never")
 
 
 def test_a_crash_written_apart_from_its_restart_ends_at_the_restart():
@@ -92,4 +139,4 @@ def test_a_crash_written_apart_from_its_restart_ends_at_the_restart():
             ("b2", "b4", 7.5)]
     c, s = route_windows([crash, restart], r, rows, margin_s=2.0, end_s=20.0)
     assert (c.lo, c.hi, c.recovered) == (3.0, 7.0, "restart")  # not 7.0 + 2 s
-    assert (s.lo, s.hi, s.recovered) == (5.0, 9.6, "resync")
+    assert (s.lo, s.hi, s.recovered) == (5.0, 9.6, "resync-sent")

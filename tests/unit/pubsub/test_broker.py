@@ -116,6 +116,9 @@ def test_broker_crash_and_restart_relearns_state_without_duplicates(victim):
         assert {c for (c, q) in dl if q == p["pub_id"]} == want
     if victim in ("b1", "b3"):
         assert sim.events("client_resync", broker=victim)
+        # the client processes' re-syncs are framed too: the restarted broker logs them applied
+        procs = {r["node"] for r in sim.events("client_resync", broker=victim)}
+        assert procs <= {r["peer"] for r in sim.events("broker_resync_applied", node=victim)}
 
 
 @pytest.mark.parametrize("covering", ["off", "active", "lazy"])
@@ -165,3 +168,34 @@ def test_bad_messages_are_logged_and_ignored():
     bad = sim.events("broker_bad_message", node="b1")
     assert len(bad) == 5 and "col 7" in bad[0]["reason"]
     assert b1.status()["bad"] == 5
+
+
+def test_resync_markers_log_when_a_restart_is_applied_and_carry_a_relearnt_subscription_on():
+    """A subscription made while b2 is down (b3's frame to b2 is dropped) comes back in b3's re-sync;
+    b2 applies it and carries the wave on to b1, which logs its own applied row for that wave. Every
+    publication sent after the wave's last applied row reaches the new subscription."""
+    sim = run_line(subs={"count": 1, "attach": ["b3"], "extra": {"unsubscribe_at": 0.6, "resubscribe_at": 0.8}})
+    t0 = sim.start_workload(0.0, 3.0)
+    sim.run_for(0.5)
+    sim.crash("b2")
+    sim.run_for(0.5)  # subs-0 withdraws s1 and subscribes s2 while b2 is down
+    sim.restart("b2")
+    sim.run_for(3.0)
+    applied = sim.events("broker_resync_applied")
+    sent = {(r["node"], r["peer"]) for r in sim.events("broker_resync")}
+    # every re-sync sent after the restart was applied at its receiver, by its own wave
+    for x, y in (("b1", "b2"), ("b3", "b2"), ("b2", "b1"), ("b2", "b3")):
+        assert (x, y) in sent
+        assert any(r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@") for r in applied), (x, y)
+    # the re-learnt subscription travelled one more hop with a wave b2 did not start
+    carried = [r for r in applied if r["node"] == "b1" and not r["wave"].startswith("b2>")]
+    assert carried, applied
+    w = carried[0]["wave"]
+    assert sum(r["fwd"] for r in applied if r["wave"] == w) == len([r for r in applied if r["wave"] == w]) - 1
+    assert "subs-0:s2" in sim.nodes["b1"].table.prt
+    print("b1 prt after", sorted(sim.nodes["b1"].table.prt))
+    end_ns = max(r["t"] for r in applied if r["wave"] == w)
+    pubs, dl = pubs_and_delivers(sim)
+    f = parse("[class,eq,'STOCK'],[price,>,50]")
+    late = [p for p in pubs.values() if p["t"] > end_ns and p["t"] < t0 + 3e9 and matches(f, p["attrs"])]
+    assert late and all(("subs-0", p["pub_id"]) in dl for p in late)

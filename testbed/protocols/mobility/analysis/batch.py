@@ -246,7 +246,7 @@ def p3(ctx: BatchContext) -> Verdicts:
 def _attribute(ctx: BatchContext, missing: DataFrame) -> DataFrame:
     """``checks._attribute`` run by run (each run's own routes and windows), on the (client,
     publisher) pairs, copies and re-syncs collected once (namespaced ids split by run)."""
-    from testbed.protocols.pubsub.analysis.checks import RESYNC_EVENTS, needs_resync
+    from testbed.protocols.pubsub.analysis.checks import APPLIED_EVENT, RESYNC_EVENTS, needs_resync
 
     missing = missing.cache()
     pairs: dict[str, list[tuple[str, str]]] = {}
@@ -257,12 +257,16 @@ def _attribute(ctx: BatchContext, missing: DataFrame) -> DataFrame:
     for r in ctx.df("client_state").select("client", "node").distinct().collect():
         rid, c = r[0].split(SEP, 1)
         copies.setdefault(rid, []).append((c, r[1].split(SEP, 1)[1]))
-    resync: dict[str, list[tuple[str, str, float]]] = {}
+    resync: dict[str, list[tuple]] = {}
     if any(needs_resync(rc) for rc in ctx.runs.values()):
         for ev, peer in RESYNC_EVENTS:
             for r in ctx.df(ev).select("node", peer, "t_rel_s").collect():
                 rid, node = r[0].split(SEP, 1)
                 resync.setdefault(rid, []).append((node, (r[1] or "").split(SEP, 1)[-1], float(r[2])))
+        for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd").collect():
+            rid, node = r[0].split(SEP, 1)
+            resync.setdefault(rid, []).append((node, (r[1] or "").split(SEP, 1)[-1], float(r[2]),
+                                               (r[3] or "").split(SEP, 1)[-1], int(r[4] or 0)))
     rrows, wrows = [], []
     for rid, rc in ctx.runs.items():
         rr, wr = K.route_tables(rc, copies.get(rid, []), resync.get(rid, []), pairs.get(rid, []))

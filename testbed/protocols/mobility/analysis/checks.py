@@ -560,7 +560,7 @@ def attribute_to_dead_clients(missing: DataFrame, dead: DataFrame) -> DataFrame:
     )
 
 
-def route_tables(ctx: AnalysisContext, copies: list[tuple[str, str]], resync: list[tuple[str, str, float]],
+def route_tables(ctx: AnalysisContext, copies: list[tuple[str, str]], resync: list[tuple],
                  pairs: list[tuple[str, str]]) -> tuple[list[tuple], list[tuple]]:
     """(route_of rows [client, publisher, codes], window rows [fault, lo, hi, source, codes]) of one run
     for :func:`attribute_by_route`: a stationary client's route ends at its group's process and broker

@@ -24,13 +24,15 @@ PUBSUB = {P.check_no_duplicates: "no_duplicates", P.check_filter_match: "filter_
           P.check_completeness: "completeness"}
 
 
-def _resync_rows(batch: Batch, runs: list[str]) -> dict[str, list[tuple[str, str, float]]]:
+def _resync_rows(batch: Batch, runs: list[str]) -> dict[str, list[tuple]]:
     """{run: ``pubsub.checks.resync_rows``} of the runs whose faults need them, read in one job per event."""
-    out: dict[str, list[tuple[str, str, float]]] = {r: [] for r in runs}
+    out: dict[str, list[tuple]] = {r: [] for r in runs}
     if runs:
         for ev, peer in P.RESYNC_EVENTS:
             for r in batch.df(ev, runs).select("run_id", "node", peer, "t_rel_s").collect():
                 out[r[0]].append((r[1], r[2], float(r[3])))
+        for r in batch.df(P.APPLIED_EVENT, runs).select("run_id", "node", "peer", "t_rel_s", "wave", "fwd").collect():
+            out[r[0]].append((r[1], r[2], float(r[3]), r[4], int(r[5] or 0)))
     return out
 
 

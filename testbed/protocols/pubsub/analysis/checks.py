@@ -228,10 +228,11 @@ def needs_resync(ctx: AnalysisContext) -> bool:
     return any(w.attributable and set(w.ops) & RESYNC_OPS for w in ctx.windows)
 
 
-def run_route_windows(ctx: AnalysisContext, resync: list[tuple[str, str, float]] | None = None):
+def run_route_windows(ctx: AnalysisContext, resync: list[tuple] | None = None):
     """(Routes, [RouteWindow]) of one run: its faults' windows by route, each restart's or heal's
-    recovery ended by the brokers' ``broker_resync`` (peer) and the client processes'
-    ``client_resync`` (broker) events (``resync``: those rows when already read, as the batch
+    recovery ended when the re-syncs were applied (``broker_resync_applied``), or, in logs without
+    those, by the brokers' ``broker_resync`` (peer) and the client processes' ``client_resync``
+    (broker) events plus the fault margin (``resync``: those rows when already read, as the batch
     does). Computed once per analysis."""
     key = "pubsub.routes"
     if key not in ctx.results:
@@ -244,15 +245,21 @@ def run_route_windows(ctx: AnalysisContext, resync: list[tuple[str, str, float]]
     return ctx.results[key]
 
 
-RESYNC_EVENTS = (("broker_resync", "peer"), ("client_resync", "broker"))  # (event, the peer re-synced)
+RESYNC_EVENTS = (("broker_resync", "peer"), ("client_resync", "broker"))  # (event, the peer re-synced): sent
+APPLIED_EVENT = "broker_resync_applied"  # the receiver handled a re-sync wave (peer = who sent it)
 
 
-def resync_rows(ctx: AnalysisContext) -> list[tuple[str, str, float]]:
-    """(node that logged, peer, t_rel_s) of every re-sync of the run (small: one per reconnection)."""
-    out: list[tuple[str, str, float]] = []
+def resync_rows(ctx: AnalysisContext) -> list[tuple]:
+    """Every re-sync of the run (small: one per reconnection): sent rows (node that sent, peer,
+    t_rel_s) and applied rows (node that applied, peer that sent, t_rel_s, wave, fwd), as
+    ``analysis.routes.split_rows`` reads them."""
+    out: list[tuple] = []
     for ev, peer in RESYNC_EVENTS:
         if ctx.has(ev):
             out += [(r[0], r[1], float(r[2])) for r in ctx.df(ev).select("node", peer, "t_rel_s").collect()]
+    if ctx.has(APPLIED_EVENT):
+        out += [(r[0], r[1], float(r[2]), r[3], int(r[4] or 0))
+                for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd").collect()]
     return out
 
 

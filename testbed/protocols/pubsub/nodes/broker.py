@@ -17,6 +17,22 @@ processes; their routing hop is ``"<process>/<client>"``. Re-sync: on
 ``on_peer_up(neighbour)`` (and ``on_link_up``, a silent cut healed) the broker sends what the neighbour needs
 (:meth:`RoutingTable.resync`); ids make it idempotent, so a restarted broker
 re-learns its state from its neighbours and clients without duplicate entries.
+
+Re-sync markers (measured recovery):
+
+    rsb    {k, rw}    a re-sync wave begins on this link (rw: the wave id "<sender>><receiver>@<wall ns>")
+    rse    {k, rw}    everything of wave rw on this link was sent before this frame
+
+The sender of a re-sync (a broker on ``on_peer_up``, a client process re-issuing its
+clients' state) frames it with ``rsb`` ... ``rse``. Links are FIFO and a broker handles one
+frame at a time, so when the receiver handles ``rse`` it has *applied* every frame of the
+re-sync: it logs ``broker_resync_applied`` (peer = the sender, wave = rw). The routing
+messages the re-sync made it send on (a subscription re-learnt here that a further broker
+still lacks) carry the wave on: the first one to a broker is preceded by ``rsb``, and ``rse``
+follows there once the wave's ``rse`` came in, so every broker whose tables the re-sync
+changed logs its own ``broker_resync_applied``; the wave ends when no broker forwards it
+further (ids are idempotent: a broker that already knew everything sends nothing on).
+``analysis.routes`` ends a restart's or heal's recovery window at the last of those rows.
 """
 
 from __future__ import annotations
@@ -48,6 +64,8 @@ class Broker(Node):
         self._unmatched = 0
         self._tables_interval = float(params.get("tables_interval", TABLES_INTERVAL_S))
         self._handlers = self._bind_handlers()
+        self._waves_in: dict[str, dict[str, None]] = {}  # src -> re-sync waves open on its link
+        self._waves_out: dict[tuple[str, str], dict[str, None]] = {}  # (src, wave) -> where it went on
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -86,14 +104,53 @@ class Broker(Node):
             self.counters["resync"] += 1
             nadv = sum(1 for o in outs if o.kind == "adv")
             self.rt.log("broker_resync", peer=peer, advs=nadv, subs=len(outs) - nadv)
+            wave = f"{self.name}>{peer}@{self.rt.wall_ns()}"
+            self.rt.send(peer, {"k": "rsb", "rw": wave})
             self.emit(outs)
+            self.rt.send(peer, {"k": "rse", "rw": wave})
+
+    # -- re-sync markers ------------------------------------------------------------
+    def on_resync_begin(self, src: str, msg: dict[str, Any]) -> None:
+        """``rsb``: the frames from ``src`` up to the matching ``rse`` belong to wave ``rw``."""
+        w = msg.get("rw")
+        if not isinstance(w, str):
+            self._bad(src, msg, "rsb without a wave id")
+            return
+        self._waves_in.setdefault(src, {})[w] = None
+
+    def on_resync_end(self, src: str, msg: dict[str, Any]) -> None:
+        """``rse``: wave ``rw`` from ``src`` is applied here; end it where it went on."""
+        w = msg.get("rw")
+        if not isinstance(w, str):
+            self._bad(src, msg, "rse without a wave id")
+            return
+        open_ = self._waves_in.get(src)
+        if open_ is not None:
+            open_.pop(w, None)
+            if not open_:
+                del self._waves_in[src]
+        on = self._waves_out.pop((src, w), {})
+        self.rt.log("broker_resync_applied", peer=src, wave=w, fwd=len(on))
+        for dst in on:
+            self.rt.send(dst, {"k": "rse", "rw": w})
+
+    def _carry_waves(self, src: str, outs: list[Out]) -> None:
+        """Routing messages caused by a frame of an open wave carry it on: ``rsb`` before the
+        first one to each broker."""
+        for w in self._waves_in[src]:
+            on = self._waves_out.setdefault((src, w), {})
+            for o in outs:
+                if o.dst not in on:
+                    on[o.dst] = None
+                    self.rt.send(o.dst, {"k": "rsb", "rw": w})
 
     # -- messages -----------------------------------------------------------------
     #: Dispatch table: message kind -> name of a method ``handler(src, msg)``. Tables are
     #: merged along the MRO, so a subclass adds kinds (or replaces a handler) by declaring
     #: its own ``HANDLERS = {"kind": "method", ...}``; the rest stay its bases'.
     HANDLERS: dict[str, str] = {"pub": "on_pub", "adv": "on_adv", "unadv": "on_unadv",
-                                "sub": "on_sub", "unsub": "on_unsub"}
+                                "sub": "on_sub", "unsub": "on_unsub",
+                                "rsb": "on_resync_begin", "rse": "on_resync_end"}
 
     @classmethod
     def handler_table(cls) -> dict[str, str]:
@@ -158,6 +215,8 @@ class Broker(Node):
         except (KeyError, TypeError, FilterError) as e:
             self._bad(src, msg, f"malformed {msg.get('k')}: {e}")
             return
+        if outs and src in self._waves_in:
+            self._carry_waves(src, outs)
         self.emit(outs)
 
     def on_adv(self, src: str, msg: dict[str, Any]) -> None:

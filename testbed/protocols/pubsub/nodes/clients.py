@@ -19,7 +19,8 @@ catches up in batches when the loop falls behind, so the average rate is kept,
 and a process restarted mid-run resumes the schedule where it stands). Subscribers subscribe at start. When the connection
 to a broker comes back (``on_peer_up`` after the first), the clients attached
 to it re-issue their current advertisements and subscriptions with the same
-ids (logged once as ``client_resync``; brokers ignore ids they know).
+ids (logged once as ``client_resync``; brokers ignore ids they know), framed by the re-sync
+markers ``rsb``/``rse`` (``broker.py``) so that the broker logs when it has applied them.
 
 Publication ids are ``<client>:<seq>``. seq starts at ``incarnation * 10**9 + 1``
 where the incarnation counts this process's starts in its stable ``state_dir``,
@@ -230,6 +231,8 @@ class ClientHost(Node):
             self._seen_up.add(peer)
             return
         nadv = nsub = 0
+        wave = f"{self.name}>{peer}@{self.rt.wall_ns()}"
+        self.rt.send(peer, {"k": "rsb", "rw": wave})
         for c in self.by_broker[peer]:
             for adv_id, text in self.advs[c].items():
                 self.rt.send(peer, {"k": "adv", "id": adv_id, "f": text, "c": c})
@@ -237,6 +240,7 @@ class ClientHost(Node):
             for sub_id, text in self.subs[c].items():
                 self.rt.send(peer, {"k": "sub", "id": sub_id, "f": text, "c": c})
                 nsub += 1
+        self.rt.send(peer, {"k": "rse", "rw": wave})  # the broker logs broker_resync_applied on it
         self.rt.log("client_resync", broker=peer, advs=nadv, subs=nsub)
 
     async def start_workload(self, t0_wall_ns: int, duration_s: float) -> None:

@@ -35,3 +35,7 @@ declare("broker_bad_message", P, "A broker ignored a malformed or unexpected mes
 declare("client_resync", P, "A client process re-issued its clients' advs/subs to a broker "
         "whose connection came back (not logged as new advertise/subscribe events).",
         broker="str", advs="int", subs="int")
+declare("broker_resync_applied", P, "A broker has applied a re-sync wave: every frame a neighbour or "
+        "client process re-sent (wave = '<sender>><receiver>@<ns>'), or passed on for it, up to the "
+        "wave's end marker from peer was handled here; fwd = the brokers it carries the wave on to.",
+        peer="str", wave="str", fwd="int")
