@@ -1,0 +1,133 @@
+"""A restart's or heal's recovery window ends when the re-syncs were *applied* (issue #27 item 5).
+
+One real run of the smoke topology (5 brokers, 3 sites) with a crash + restart of b3 (on the route
+pub-stock@b2 -> b1 -> b3 -> sub-cheap@b4) and a cut + heal of b1-b5 (on pub-bond@b5 -> b1 -> b2/b1).
+The receivers log ``broker_resync_applied``; the windows end at the last applied row of the waves,
+with no margin after. A delivery dropped (from the log) of a publication sent after the applied
+re-syncs but before the sender-side re-sync + the 2 s fault margin -- excused by the old rule --
+is caught now; the same edited log without the applied rows (an old run) still passes, marked
+``resync-sent``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from testbed import api
+from testbed.analysis.job import analyze
+from testbed.protocols.pubsub.nodes.filters import matches, parse
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+MARGIN_S = 2.0  # the default fault margin: the old rule's excuse after the sent re-sync
+
+
+def _events(run: Path, node: str | None = None, ev: str | None = None) -> list[dict]:
+    files = [run / "logs" / f"{node}.jsonl"] if node else sorted((run / "logs").glob("*.jsonl"))
+    out = []
+    for f in files:
+        out += [e for e in map(json.loads, f.read_text().splitlines()) if ev is None or e.get("ev") == ev]
+    return out
+
+
+def _completeness(run: Path) -> dict:
+    checks = json.loads((run / "analysis" / "checks.json").read_text())
+    return next(c for c in checks["checks"] if c["name"] == "completeness")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("resync")
+    text = (ROOT / "topologies" / "smoke.yaml").read_text()  # edited as text: YAML 1.1 reads `off` as false
+    head, rest = text.split("\nfaults:\n", 1)
+    tail = rest[rest.index("\nparams:"):]
+    faults = ("\nfaults:\n  - {at: 3s, crash: b3}\n  - {at: 4s, restart: b3}\n"
+              "  - {at: 7s, cut: [b1, b5], for: 1s}\n")
+    head = head.replace("name: smoke", "name: resync-applied").replace("duration: 20s", "duration: 11s")
+    path = tmp / "resync-applied.yaml"
+    path.write_text(head + faults + tail)
+    (rd,) = api.run(str(path), runs_dir=str(tmp / "runs"), analyze=False)
+    assert all(e["status"] == "done" for e in rd.manifest["timeline"]), rd.manifest["timeline"]
+    return Path(rd.path)
+
+
+def _rel(run: Path, t_ns: int) -> float:
+    return (t_ns - json.loads((run / "manifest.json").read_text())["t0_wall_ns"]) / 1e9
+
+
+def _copy(run: Path, dst: Path) -> Path:
+    shutil.copytree(run, dst, ignore=shutil.ignore_patterns("analysis"))
+    return dst
+
+
+def test_the_correct_run_passes_and_its_windows_end_when_the_resyncs_were_applied(run_dir, spark):
+    res = analyze(run_dir, spark=spark, progress=lambda _: None)
+    checks = json.loads((run_dir / "analysis" / "checks.json").read_text())["checks"]
+    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    assert res.ok
+    byf = _completeness(run_dir)["details"]["attributed_by_fault"]
+    tl = {e["op"]: e for e in json.loads((run_dir / "manifest.json").read_text())["timeline"]}
+    applied = _events(run_dir, ev="broker_resync_applied")
+    sent = _events(run_dir, ev="broker_resync")
+    for op, pairs in (("restart", [("b1", "b3"), ("b4", "b3"), ("b3", "b1"), ("b3", "b4")]),
+                      ("heal", [("b1", "b5"), ("b5", "b1")])):
+        after = tl[op]["actual_s"]
+        w = next(v for v in byf.values() if v["recovered"] == "resync" and v["window"][0] < after < v["window"][1])
+        waves = set()
+        for x, y in pairs:  # the first wave x re-sent to y after the fault, applied at y
+            first = min((r for r in applied if r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@")
+                         and _rel(run_dir, r["t"]) >= after), key=lambda r: r["t"])
+            waves.add(first["wave"])
+        end = max(_rel(run_dir, r["t"]) for r in applied if r["wave"] in waves)
+        assert w["window"][1] == pytest.approx(end, abs=1e-3), (op, w, end)
+        last_sent = max(_rel(run_dir, r["t"]) for r in sent if (r["node"], r["peer"]) in pairs
+                        and _rel(run_dir, r["t"]) >= after)
+        assert end < last_sent + MARGIN_S  # the old window was longer
+
+
+def test_a_delivery_dropped_after_the_applied_resync_is_caught_and_was_excused_before(run_dir, spark, tmp_path):
+    # the last applied row of the restart's waves, and the sender-side re-syncs to b3 after it
+    restart = next(e for e in json.loads((run_dir / "manifest.json").read_text())["timeline"] if e["op"] == "restart")
+    applied = [r for r in _events(run_dir, ev="broker_resync_applied")
+               if restart["actual_s"] <= _rel(run_dir, r["t"]) < restart["actual_s"] + 2.0]
+    end = max(_rel(run_dir, r["t"]) for r in applied)
+    sent = max(_rel(run_dir, r["t"]) for r in _events(run_dir, ev="broker_resync")
+               if r["peer"] == "b3" and restart["actual_s"] <= _rel(run_dir, r["t"]) < restart["actual_s"] + 2.0)
+    # a STOCK quote sub-cheap matches, published between the two (route b2 - b1 - b3 - b4), delivered
+    f = parse("[class,eq,'STOCK'],[price,<,50]")
+    delivered = {(e["client"], e["pub_id"]) for e in _events(run_dir, "sub-cheap", "deliver")}
+    cand = [p for p in _events(run_dir, ev="publish") if p["client"].startswith("pub-stock")
+            and end + 0.1 < _rel(run_dir, p["t"]) < sent + MARGIN_S - 0.3 and matches(f, p["attrs"])
+            and ("sub-cheap-0", p["pub_id"]) in delivered]
+    assert cand, (end, sent)
+    victim = cand[len(cand) // 2]["pub_id"]
+
+    def edited(dst: Path, keep_applied: bool) -> Path:
+        out = _copy(run_dir, dst)
+        log = out / "logs" / "sub-cheap.jsonl"
+        lines = [ln for ln in log.read_text().splitlines()
+                 if not (json.loads(ln).get("ev") == "deliver" and json.loads(ln)["pub_id"] == victim
+                         and json.loads(ln)["client"] == "sub-cheap-0")]
+        log.write_text("\n".join(lines) + "\n")
+        if not keep_applied:  # an old run: the brokers logged no applied re-syncs
+            for b in out.glob("logs/b*.jsonl"):
+                b.write_text("".join(ln + "\n" for ln in b.read_text().splitlines()
+                                     if json.loads(ln).get("ev") != "broker_resync_applied"))
+        return out
+
+    now = edited(tmp_path / "now", True)
+    analyze(now, spark=spark, progress=lambda _: None)
+    c = _completeness(now)
+    assert not c["passed"] and c["violations"] == 1, c
+    assert (c["examples"][0]["client"], c["examples"][0]["pub_id"]) == ("sub-cheap-0", victim)
+
+    old = edited(tmp_path / "old", False)
+    analyze(old, spark=spark, progress=lambda _: None)
+    c = _completeness(old)
+    assert c["passed"], c  # excused by the sender-side re-sync + the margin
+    assert any(v["recovered"] == "resync-sent" for v in c["details"]["attributed_by_fault"].values())
