@@ -62,7 +62,9 @@ def _window_note(v: dict[str, Any]) -> str:
     if "window" not in v:
         return ""
     lo, hi = v["window"]
-    how = {"resync": "ends when the neighbours re-synchronised", "never": "never re-synchronised: open to the end",
+    how = {"resync": "ends when the re-syncs were applied (measured)",
+           "resync-sent": "ends at the sent re-syncs + the fault margin (a log without applied re-syncs)",
+           "never": "never re-synchronised: open to the end",
            "margin": "ends by the fault margin", "restart": "ends at the node's restart (another fault)"}.get(v.get("recovered"), v.get("recovered"))
     routes = "every route" if v.get("routes") == "all" else f"{v.get('routes')} route(s) touched"
     return f" (window {lo:g}-{hi:g} s, {how}; {routes})"

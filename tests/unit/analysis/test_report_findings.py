@@ -23,7 +23,7 @@ def test_findings_at_the_top_and_fault_windows(tmp_path):
     md = render_report(out_dir=tmp_path, **_kw(tmp_path))
     top = md.split("## Event logs")[0]
     assert "**Findings:**" in top and "8 of 10 mobile client(s) lost" in top
-    assert "fault #0 `{at: 2s, crash: b2}`: 3 (window 0-6.5 s, ends when the neighbours re-synchronised; " \
+    assert "fault #0 `{at: 2s, crash: b2}`: 3 (window 0-6.5 s, ends when the re-syncs were applied (measured); " \
            "4 route(s) touched)" in md
     html = render_report_html(**_kw(tmp_path))
     assert html.index('id="findings"') < html.index('id="checks"')
