@@ -1,12 +1,17 @@
 """A restart's or heal's recovery window ends when the re-syncs were *applied* (issue #27 item 5).
 
-One real run of the smoke topology (5 brokers, 3 sites) with a crash + restart of b3 (on the route
+One real run of the smoke topology (5 brokers, 3 sites, 13 s) with a crash + restart of b3 (on the route
 pub-stock@b2 -> b1 -> b3 -> sub-cheap@b4) and a cut + heal of b1-b5 (on pub-bond@b5 -> b1 -> b2/b1).
 The receivers log ``broker_resync_applied``; the windows end at the last applied row of the waves,
 with no margin after. A delivery dropped (from the log) of a publication sent after the applied
 re-syncs but before the sender-side re-sync + the 2 s fault margin -- excused by the old rule --
 is caught now; the same edited log without the applied rows (an old run) still passes, marked
 ``resync-sent``.
+
+A second run withdraws sub-cheap's subscriptions while b3 is down (b4's unsubscriptions to b3 are
+lost): b1 kept routing STOCK quotes to the restarted b3, which dropped every one of them as
+unmatched (91 in the 5 s after the restart, before the fix). Now the restarted b3, once it has applied
+both neighbours' re-syncs, sends them a full re-sync and b1 withdraws the three stale entries.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 MARGIN_S = 2.0  # the default fault margin: the old rule's excuse after the sent re-sync
+TRAVEL_S = 2.0  # the default travel margin: a publication is expected only when sent this long before the end
+DURATION_S = 13
 
 
 def _events(run: Path, node: str | None = None, ev: str | None = None) -> list[dict]:
@@ -48,7 +55,7 @@ def run_dir(tmp_path_factory) -> Path:
     tail = rest[rest.index("\nparams:"):]
     faults = ("\nfaults:\n  - {at: 3s, crash: b3}\n  - {at: 4s, restart: b3}\n"
               "  - {at: 7s, cut: [b1, b5], for: 1s}\n")
-    head = head.replace("name: smoke", "name: resync-applied").replace("duration: 20s", "duration: 11s")
+    head = head.replace("name: smoke", "name: resync-applied").replace("duration: 20s", f"duration: {DURATION_S}s")
     path = tmp / "resync-applied.yaml"
     path.write_text(head + faults + tail)
     (rd,) = api.run(str(path), runs_dir=str(tmp / "runs"), analyze=False)
@@ -90,19 +97,31 @@ def test_the_correct_run_passes_and_its_windows_end_when_the_resyncs_were_applie
         assert end < last_sent + MARGIN_S  # the old window was longer
 
 
+def _restart_ends(run: Path) -> tuple[float, float]:
+    """(applied end, sent end) of b3's restart: the last applied row of the first wave each of b1 -> b3,
+    b4 -> b3, b3 -> b1, b3 -> b4 re-sent after the restart, and the last of those re-syncs' sent rows
+    (the old rule's end before its margin). Read from the logs: a loaded machine restarts b3 late."""
+    restart = next(e for e in json.loads((run / "manifest.json").read_text())["timeline"] if e["op"] == "restart")
+    after = restart["actual_s"]
+    applied = _events(run, ev="broker_resync_applied")
+    sent = _events(run, ev="broker_resync")
+    waves, sent_end = set(), after
+    for x, y in (("b1", "b3"), ("b4", "b3"), ("b3", "b1"), ("b3", "b4")):
+        waves.add(min((r for r in applied if r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@")
+                       and _rel(run, r["t"]) >= after), key=lambda r: r["t"])["wave"])
+        sent_end = max(sent_end, min(_rel(run, r["t"]) for r in sent if (r["node"], r["peer"]) == (x, y)
+                                     and _rel(run, r["t"]) >= after))
+    return max(_rel(run, r["t"]) for r in applied if r["wave"] in waves), sent_end
+
+
 def test_a_delivery_dropped_after_the_applied_resync_is_caught_and_was_excused_before(run_dir, spark, tmp_path):
-    # the last applied row of the restart's waves, and the sender-side re-syncs to b3 after it
-    restart = next(e for e in json.loads((run_dir / "manifest.json").read_text())["timeline"] if e["op"] == "restart")
-    applied = [r for r in _events(run_dir, ev="broker_resync_applied")
-               if restart["actual_s"] <= _rel(run_dir, r["t"]) < restart["actual_s"] + 2.0]
-    end = max(_rel(run_dir, r["t"]) for r in applied)
-    sent = max(_rel(run_dir, r["t"]) for r in _events(run_dir, ev="broker_resync")
-               if r["peer"] == "b3" and restart["actual_s"] <= _rel(run_dir, r["t"]) < restart["actual_s"] + 2.0)
+    end, sent = _restart_ends(run_dir)
     # a STOCK quote sub-cheap matches, published between the two (route b2 - b1 - b3 - b4), delivered
     f = parse("[class,eq,'STOCK'],[price,<,50]")
     delivered = {(e["client"], e["pub_id"]) for e in _events(run_dir, "sub-cheap", "deliver")}
     cand = [p for p in _events(run_dir, ev="publish") if p["client"].startswith("pub-stock")
-            and end + 0.1 < _rel(run_dir, p["t"]) < sent + MARGIN_S - 0.3 and matches(f, p["attrs"])
+            and end + 0.1 < _rel(run_dir, p["t"]) < min(sent + MARGIN_S, DURATION_S - TRAVEL_S) - 0.3
+            and matches(f, p["attrs"])
             and ("sub-cheap-0", p["pub_id"]) in delivered]
     assert cand, (end, sent)
     victim = cand[len(cand) // 2]["pub_id"]
@@ -131,3 +150,36 @@ def test_a_delivery_dropped_after_the_applied_resync_is_caught_and_was_excused_b
     c = _completeness(old)
     assert c["passed"], c  # excused by the sender-side re-sync + the margin
     assert any(v["recovered"] == "resync-sent" for v in c["details"]["attributed_by_fault"].values())
+
+
+def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_after_its_restart(tmp_path, spark):
+    text = (ROOT / "topologies" / "smoke.yaml").read_text()
+    head, rest = text.split("\nfaults:\n", 1)
+    tail = rest[rest.index("\nparams:"):]
+    head = head.replace("name: smoke", "name: resync-sweep").replace("duration: 20s", "duration: 9s")
+    cheap = """    filter: "[class,eq,'STOCK'],[price,<,50]"\n"""
+    assert cheap in head
+    head = head.replace(cheap, cheap + "    params: {unsubscribe_at: 3.5s}\n", 1)  # while b3 is down
+    path = tmp_path / "resync-sweep.yaml"
+    path.write_text(head + "\nfaults:\n  - {at: 3s, crash: b3}\n  - {at: 4s, restart: b3}\n" + tail)
+    (rd,) = api.run(str(path), runs_dir=str(tmp_path / "runs"), analyze=False)
+    run = Path(rd.path)
+    analyze(run, spark=spark, progress=lambda _: None)
+    checks = json.loads((run / "analysis" / "checks.json").read_text())["checks"]
+    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+
+    (swept,) = _events(run, "b1", "broker_resync_swept")  # sub-cheap-0..2's subscriptions, learnt from b3
+    assert (swept["peer"], swept["unsubs"], swept["unadvs"]) == ("b3", 3, 0), swept
+    assert swept["wave"].startswith("b3>b1@")
+    # b3 sent its full re-syncs once it had applied both neighbours' re-syncs
+    restart = next(e for e in rd.manifest["timeline"] if e["op"] == "restart")
+    own = [r for r in _events(run, "b3", "broker_resync_applied") if r["wave"].split(">")[0] in ("b1", "b4")
+           and r["peer"] == r["wave"].split(">")[0]
+           and _rel(run, r["t"]) >= restart["actual_s"]]
+    assert {r["peer"] for r in own} == {"b1", "b4"}
+    assert swept["t"] > max(r["t"] for r in own)
+    # after the sweep b1 routes no STOCK quote to b3: b3's publication counter stops
+    tables = [e for e in _events(run, "b1", "broker_tables") if e["t"] > swept["t"]]
+    assert tables and all(e["prt"] == 2 for e in tables)  # sub-bond-1 (local) and sub-bond-0 (via b2)
+    counters = [e["pub_in"] for e in _events(run, "b3", "broker_counters") if e["t"] > swept["t"] + 1e9]
+    assert counters and len(set(counters)) == 1, counters

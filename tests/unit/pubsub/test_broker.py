@@ -193,9 +193,60 @@ def test_resync_markers_log_when_a_restart_is_applied_and_carry_a_relearnt_subsc
     w = carried[0]["wave"]
     assert sum(r["fwd"] for r in applied if r["wave"] == w) == len([r for r in applied if r["wave"] == w]) - 1
     assert "subs-0:s2" in sim.nodes["b1"].table.prt
-    print("b1 prt after", sorted(sim.nodes["b1"].table.prt))
     end_ns = max(r["t"] for r in applied if r["wave"] == w)
     pubs, dl = pubs_and_delivers(sim)
     f = parse("[class,eq,'STOCK'],[price,>,50]")
     late = [p for p in pubs.values() if p["t"] > end_ns and p["t"] < t0 + 3e9 and matches(f, p["attrs"])]
     assert late and all(("subs-0", p["pub_id"]) in dl for p in late)
+
+
+def _line_with_state(tmp_path, sweep_groups):
+    groups = {
+        "pubs": {"role": "publisher", "count": 2, "attach": ["b1"], "rate_per_s": 50,
+                 "extra": {"attrs": {"class": "STOCK", "price": "uniform(0,100)"}}},
+        "subs": {"role": "subscriber", "count": 1, "attach": ["b3"], "filter": "[class,eq,'STOCK'],[price,>,50]",
+                 "extra": sweep_groups},
+        "all": {"role": "subscriber", "count": 1, "attach": ["b1"], "filter": "[class,eq,'STOCK']"},
+    }
+    cfgs = topology(LINE, groups, {"covering": "off"})
+    for name, c in cfgs.items():
+        c["state_dir"] = str(tmp_path / name)  # stable storage: a restarted broker knows it restarted
+    sim = Sim(cfgs)
+    sim.start()
+    sim.run_for(0.5)
+    return sim
+
+
+def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_by_its_full_resync(tmp_path):
+    """subs-0 withdraws s1 (and subscribes s2) while b2 is down: b3's unsubscription to b2 is lost, so
+    b1 keeps routing s1 to b2 after b2's restart (b2 drops those publications as unmatched). Once b2
+    has applied the re-sync of both its neighbours it sends them a full re-sync; b1 withdraws s1."""
+    sim = _line_with_state(tmp_path, {"unsubscribe_at": 0.6, "resubscribe_at": 0.8})
+    sim.start_workload(0.0, 3.0)
+    sim.run_for(0.5)
+    sim.crash("b2")
+    sim.run_for(0.5)
+    sim.restart("b2")
+    sim.run_for(3.0)
+    assert sim.nodes["b2"].complete and sim.nodes["b2"]._restarted
+    assert not sim.nodes["b1"]._restarted and not sim.nodes["b3"]._restarted
+    assert "subs-0:s1" not in sim.nodes["b1"].table.prt  # swept
+    assert "subs-0:s2" in sim.nodes["b1"].table.prt  # what b2 holds stays
+    assert sorted(sim.nodes["b1"].table.prt) == sorted(["all-0:s1", "subs-0:s2"])
+    (swept,) = sim.events("broker_resync_swept", node="b1")
+    assert swept["peer"] == "b2" and swept["unsubs"] == 1 and swept["unadvs"] == 0
+    # the full re-syncs came after b2 had applied both neighbours' re-syncs; nothing else was swept
+    assert not sim.events("broker_resync_swept", node="b3")
+    pubs, dl = pubs_and_delivers(sim)
+    assert all(n == 1 for n in dl.values())
+
+
+def test_without_stable_storage_a_restarted_broker_sends_no_full_resync_and_the_stale_route_stays(tmp_path):
+    sim = run_line(subs={"count": 1, "attach": ["b3"], "extra": {"unsubscribe_at": 0.6, "resubscribe_at": 0.8}})
+    sim.start_workload(0.0, 3.0)
+    sim.run_for(0.5)
+    sim.crash("b2")
+    sim.run_for(0.5)
+    sim.restart("b2")
+    sim.run_for(3.0)
+    assert "subs-0:s1" in sim.nodes["b1"].table.prt and not sim.events("broker_resync_swept")

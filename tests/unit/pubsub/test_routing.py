@@ -127,6 +127,21 @@ def test_resync_sends_advs_not_from_peer_and_subs_sent_to_peer():
         RoutingTable([], covering="eager")
 
 
+def test_sweep_withdraws_what_a_full_resync_did_not_resend_and_passes_the_withdrawals_on():
+    t = RoutingTable(["n1", "n2"])
+    t.advertise("a1", F("[x,eq,1]"), "n1")  # n1's side publishes x=1
+    t.advertise("a2", F("[x,eq,2]"), "n2")  # n2's side publishes x=2 (withdrawn while the link was down)
+    t.subscribe("s1", F("[x,eq,1]"), "n2")  # forwarded to n1
+    t.subscribe("s2", F("[x,eq,1]"), "n2")  # withdrawn at n2 while the link was down
+    t.subscribe("s3", F("[x,eq,2]"), "c/s")  # a local client's, forwarded to n2 because of a2
+    gone_a, gone_s, out = t.sweep("n2", advs=[], subs=["s1"])
+    assert (gone_a, gone_s) == (["a2"], ["s2"])
+    assert out == [Out("n1", "unsub", "s2"), Out("n1", "unadv", "a2"), Out("n2", "unsub", "s3")]
+    assert sorted(t.prt) == ["s1", "s3"] and sorted(t.srt) == ["a1"]
+    assert t.sweep("n2", advs=[], subs=["s1"]) == ([], [], [])  # nothing left to withdraw
+    assert t.sweep("c/s", advs=[], subs=[]) == ([], [], [])  # not a neighbour
+
+
 # ------------------------------------------------------------------ network simulation
 class Net:
     """Brokers on a tree with FIFO links; clients are hops "c/<name>" at their broker."""

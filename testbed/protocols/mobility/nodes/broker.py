@@ -130,6 +130,8 @@ def owner_of(entry_id: str) -> str:
 
 
 class MobilityBroker(Broker):
+    RESYNC_SWEEP = False  # no full re-syncs or sweeps: moves commit routes silently on both sides of a hop (pubsub broker.py)
+
     def __init__(self, rt: Any) -> None:
         super().__init__(rt)
         p = self.config.get("params") or {}

@@ -33,12 +33,27 @@ follows there once the wave's ``rse`` came in, so every broker whose tables the 
 changed logs its own ``broker_resync_applied``; the wave ends when no broker forwards it
 further (ids are idempotent: a broker that already knew everything sends nothing on).
 ``analysis.routes`` ends a restart's or heal's recovery window at the last of those rows.
+
+Full re-syncs (``rsb`` with ``full``): a re-sync re-sends what the sender holds, never what it
+withdrew, so a withdrawal lost while the link was down (an unsubscription a restarted broker never
+received, one dropped by a cut) would leave the neighbour routing to it for the rest of the run.
+A broker is *complete* once it has applied the re-sync of every overlay neighbour since it
+started; its re-syncs from then on are full, and a restarted broker (its ``state_dir`` counts
+its starts) sends one full re-sync to every neighbour when it becomes complete. The receiver of
+a full re-sync withdraws what it had learnt from the sender and the sender did not re-send
+(:meth:`RoutingTable.sweep`, logged as ``broker_resync_swept``) before it logs the wave
+applied; the withdrawals travel on with the wave. ``RESYNC_SWEEP`` = False (the mobility and
+transactional brokers, whose moves and transactions change routes silently) neither sweeps nor
+sends full re-syncs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import os
+
+from testbed.protocols.pubsub.nodes.clients import next_incarnation
 from testbed.protocols.pubsub.nodes.filters import FilterError, parse_cached
 from testbed.protocols.pubsub.nodes.routing import Out, RoutingTable
 from testbed.protocols.pubsub.nodes import events as _events  # noqa: F401  (registers the pubsub events)
@@ -66,6 +81,11 @@ class Broker(Node):
         self._handlers = self._bind_handlers()
         self._waves_in: dict[str, dict[str, None]] = {}  # src -> re-sync waves open on its link
         self._waves_out: dict[tuple[str, str], dict[str, None]] = {}  # (src, wave) -> where it went on
+        self._synced: set[str] = set()  # neighbours whose own re-sync was applied here since this start
+        self.complete = False  # every neighbour's re-sync applied: this broker's re-syncs are full
+        self._full: dict[str, tuple[str, set[str], set[str]]] = {}  # src -> (wave, adv ids, sub ids) re-sent
+        sd = self.config.get("state_dir")
+        self._restarted = bool(sd) and self.RESYNC_SWEEP and next_incarnation(os.path.join(sd, "pubsub-broker")) > 0
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
@@ -98,16 +118,23 @@ class Broker(Node):
         (a routing message too), so re-send what the neighbour needs, as after a reconnect."""
         self.on_peer_up(peer)
 
+    #: Full re-syncs and sweeps (see the module docstring); a subclass whose protocol changes
+    #: routes silently (moves, transactions) turns them off.
+    RESYNC_SWEEP = True
+
     def on_peer_up(self, peer: str) -> None:
         if peer in self._nset:
-            outs = self.table.resync(peer)
-            self.counters["resync"] += 1
-            nadv = sum(1 for o in outs if o.kind == "adv")
-            self.rt.log("broker_resync", peer=peer, advs=nadv, subs=len(outs) - nadv)
-            wave = f"{self.name}>{peer}@{self.rt.wall_ns()}"
-            self.rt.send(peer, {"k": "rsb", "rw": wave})
-            self.emit(outs)
-            self.rt.send(peer, {"k": "rse", "rw": wave})
+            self._resync(peer, self.complete and self.RESYNC_SWEEP)
+
+    def _resync(self, peer: str, full: bool) -> None:
+        outs = self.table.resync(peer)
+        self.counters["resync"] += 1
+        nadv = sum(1 for o in outs if o.kind == "adv")
+        self.rt.log("broker_resync", peer=peer, advs=nadv, subs=len(outs) - nadv)
+        wave = f"{self.name}>{peer}@{self.rt.wall_ns()}"
+        self.rt.send(peer, {"k": "rsb", "rw": wave, "full": True} if full else {"k": "rsb", "rw": wave})
+        self.emit(outs)
+        self.rt.send(peer, {"k": "rse", "rw": wave})
 
     # -- re-sync markers ------------------------------------------------------------
     def on_resync_begin(self, src: str, msg: dict[str, Any]) -> None:
@@ -117,6 +144,8 @@ class Broker(Node):
             self._bad(src, msg, "rsb without a wave id")
             return
         self._waves_in.setdefault(src, {})[w] = None
+        if msg.get("full") and self.RESYNC_SWEEP and src in self._nset and w.startswith(f"{src}>{self.name}@"):
+            self._full[src] = (w, set(), set())
 
     def on_resync_end(self, src: str, msg: dict[str, Any]) -> None:
         """``rse``: wave ``rw`` from ``src`` is applied here; end it where it went on."""
@@ -124,6 +153,15 @@ class Broker(Node):
         if not isinstance(w, str):
             self._bad(src, msg, "rse without a wave id")
             return
+        full = self._full.get(src)
+        if full is not None and full[0] == w:
+            del self._full[src]
+            gone_a, gone_s, outs = self.table.sweep(src, full[1], full[2])
+            if gone_a or gone_s:
+                self.rt.log("broker_resync_swept", peer=src, wave=w, unadvs=len(gone_a), unsubs=len(gone_s))
+            if outs:
+                self._carry_waves(src, outs)  # the withdrawals travel on with the wave
+                self.emit(outs)
         open_ = self._waves_in.get(src)
         if open_ is not None:
             open_.pop(w, None)
@@ -133,6 +171,13 @@ class Broker(Node):
         self.rt.log("broker_resync_applied", peer=src, wave=w, fwd=len(on))
         for dst in on:
             self.rt.send(dst, {"k": "rse", "rw": w})
+        if src in self._nset and w.startswith(f"{src}>{self.name}@") and not self.complete:
+            self._synced.add(src)
+            if self._synced >= self._nset:
+                self.complete = True
+                if self._restarted:  # tell each neighbour what this broker holds now: it sweeps the rest
+                    for n in self.table.neighbors:
+                        self._resync(n, True)
 
     def _carry_waves(self, src: str, outs: list[Out]) -> None:
         """Routing messages caused by a frame of an open wave carry it on: ``rsb`` before the
@@ -207,6 +252,12 @@ class Broker(Node):
         frm = self.origin(src, msg)
         if frm is None:
             return
+        full = self._full.get(src) if self._full else None
+        if full is not None and isinstance(msg.get("id"), str):  # a frame of a full re-sync: keep its id
+            if msg.get("k") == "adv":
+                full[1].add(msg["id"])
+            elif msg.get("k") == "sub":
+                full[2].add(msg["id"])
         try:
             if with_filter:
                 outs = op(msg["id"], parse_cached(msg["f"]), frm)

@@ -39,3 +39,7 @@ declare("broker_resync_applied", P, "A broker has applied a re-sync wave: every 
         "client process re-sent (wave = '<sender>><receiver>@<ns>'), or passed on for it, up to the "
         "wave's end marker from peer was handled here; fwd = the brokers it carries the wave on to.",
         peer="str", wave="str", fwd="int")
+declare("broker_resync_swept", P, "A broker withdrew what it had learnt from a neighbour that the "
+        "neighbour's full re-sync (wave) did not re-send: a withdrawal lost while the link was down "
+        "(unadvs/unsubs: how many advertisements/subscriptions it withdrew).",
+        peer="str", wave="str", unadvs="int", unsubs="int")

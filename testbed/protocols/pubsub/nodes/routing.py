@@ -72,7 +72,9 @@ when ``changes`` is a list (``None``, the default, records nothing).
 Re-sync (:meth:`RoutingTable.resync`): what a neighbour needs after its
 connection comes back (it may have restarted empty): every advertisement not
 learned from it, then every subscription in ``sent[peer]``. A peer that did not
-restart ignores them as duplicates.
+restart ignores them as duplicates. :meth:`RoutingTable.sweep` is the other half of a
+*full* re-sync (the broker's): the receiver withdraws what it had learnt from the sender
+and the sender no longer holds (a withdrawal lost while the link was down).
 """
 
 from __future__ import annotations
@@ -380,6 +382,23 @@ class RoutingTable:
         out = [Out(peer, "adv", e.id, e.filter) for e in self.srt.values() if e.hop != peer]
         out += [Out(peer, "sub", sid, f) for sid, f in self.sent[peer].items()]
         return out
+
+    def sweep(self, peer: str, advs: Iterable[str], subs: Iterable[str]) -> tuple[list[str], list[str], list[Out]]:
+        """Withdraw what was learnt from ``peer`` and is not in its full re-sync (``advs``, ``subs``:
+        the ids it re-sent): unsubscribe each such subscription, then unadvertise each such
+        advertisement, as if ``peer`` had sent the withdrawals that were lost (its restart, a cut).
+        Returns (advertisement ids withdrawn, subscription ids withdrawn, the messages to send)."""
+        if peer not in self._nset:
+            return [], [], []
+        keep_a, keep_s = set(advs), set(subs)
+        gone_s = [sid for sid, e in self.prt.items() if e.hop == peer and sid not in keep_s]
+        gone_a = [aid for aid, e in self.srt.items() if e.hop == peer and aid not in keep_a]
+        out: list[Out] = []
+        for sid in gone_s:
+            out += self.unsubscribe(sid, peer)
+        for aid in gone_a:
+            out += self.unadvertise(aid, peer)
+        return gone_a, gone_s, out
 
     # -- internals ----------------------------------------------------------------
     def _wanted_at(self, e: Entry, n: str) -> bool:

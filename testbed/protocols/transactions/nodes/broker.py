@@ -88,6 +88,8 @@ RECENT_OUTCOMES = 512  # outcomes re-sent to a neighbour whose connection comes 
 class TxBroker(Broker):
     """Base of the transactional brokers; ``TxBroker(rt)`` builds the one ``params.variant`` names."""
 
+    RESYNC_SWEEP = False  # no full re-syncs or sweeps: transactions re-learn a restarted broker their own way (pubsub broker.py)
+
     variant = "blwait"
 
     def __new__(cls, rt: Any = None):
