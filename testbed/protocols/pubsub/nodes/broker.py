@@ -177,7 +177,7 @@ class Broker(Node):
                 self.complete = True
                 if self._restarted:  # tell each neighbour what this broker holds now: it sweeps the rest
                     for n in self.table.neighbors:
-                        self._resync(n, True)
+                        self.on_peer_up(n)  # the re-sync hook (a subclass that never re-syncs keeps to it)
 
     def _carry_waves(self, src: str, outs: list[Out]) -> None:
         """Routing messages caused by a frame of an open wave carry it on: ``rsb`` before the
