@@ -24,11 +24,13 @@ overlay neighbour of the restarted node and every client process attached to it 
 a healed hop, each pair of neighbours across a healed partition) re-sends its state after the
 fault, framed by markers, and the receiver logs the re-sync *applied* (``applied`` rows: the node
 that applied it, the peer that sent it, when, the wave id, how many brokers it carried the wave
-on to) once it has handled every frame of it. What a re-sync changes at the receiver travels on
+on to, whether it was a full re-sync) once it has handled every frame of it. What a re-sync changes at the receiver travels on
 with the same wave (a subscription re-learnt there that a further broker lacks), and every broker
 whose tables it changed logs its own applied row; the window ends at the last applied row of the
 first wave after the fault in each direction where the sender logs re-syncs and the receiver
-logs applied rows, with **no margin after it**: a publication sent later finds every broker on
+logs applied rows -- and, from a restarted broker, of its first *full* re-sync after the fault
+when it sent one (once it has re-learnt its state: its neighbours then withdraw what they kept
+from before the restart, pub/sub ``broker.py``) -- with **no margin after it**: a publication sent later finds every broker on
 its route already holding what the re-sync re-learnt (links are FIFO: the re-sync is ahead of it
 on every hop it shares, and the route's brokers already had the rest). A wave that does not
 reach every broker it was carried to (fewer applied rows than its ``fwd`` promise), or a
@@ -240,23 +242,23 @@ def resync_pairs(w: FaultWindow, graph: dict[str, set[str]],
     return []
 
 
-def split_rows(resync: Iterable[tuple]) -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float, str, int]]]:
+def split_rows(resync: Iterable[tuple]) -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float, str, int, bool]]]:
     """(sent, applied) of mixed re-sync rows: a sent row is (node that sent, peer, t_rel_s), an
-    applied row (node that applied, peer that sent, t_rel_s, wave, fwd)."""
+    applied row (node that applied, peer that sent, t_rel_s, wave, fwd[, full])."""
     sent, applied = [], []
     for r in resync:
         if len(r) >= 5 and r[3]:
-            applied.append((r[0], r[1], float(r[2]), r[3], int(r[4] or 0)))
+            applied.append((r[0], r[1], float(r[2]), r[3], int(r[4] or 0), bool(r[5]) if len(r) > 5 else False))
         else:
             sent.append((r[0], r[1], float(r[2])))
     return sent, applied
 
 
-def wave_ends(applied: Iterable[tuple[str, str, float, str, int]]) -> dict[str, float | None]:
+def wave_ends(applied: Iterable[tuple]) -> dict[str, float | None]:
     """wave -> the time of its last applied row, or None when it did not reach every broker it was
     carried to (its rows' ``fwd`` sum to more than its rows after the first)."""
     rows: dict[str, list[tuple[float, int]]] = {}
-    for _, _, t, w, fwd in applied:
+    for _, _, t, w, fwd, *_ in applied:
         rows.setdefault(w, []).append((t, fwd))
     return {w: (max(t for t, _ in rs) if sum(f for _, f in rs) <= len(rs) - 1 else None)
             for w, rs in rows.items()}
@@ -281,9 +283,13 @@ def recovery_end(w: FaultWindow, graph: dict[str, set[str]], resync: Iterable[tu
         appliers = {n for n, *_ in applied}
         ends = wave_ends(applied)
         first: dict[tuple[str, str], tuple[float, str]] = {}
-        for n, p, t, wave, _ in applied:  # the wave's own first hop: p re-synced n
-            if t >= after and wave.startswith(f"{p}>{n}@") and ((p, n) not in first or t < first[(p, n)][0]):
-                first[(p, n)] = (t, wave)
+        first_full: dict[tuple[str, str], tuple[float, str]] = {}
+        for n, p, t, wave, _, full in applied:  # the wave's own first hop: p re-synced n
+            if t >= after and wave.startswith(f"{p}>{n}@"):
+                for d in (first, first_full) if full else (first,):
+                    if (p, n) not in d or t < d[(p, n)][0]:
+                        d[(p, n)] = (t, wave)
+        restarted = set(w.targets) if "restart" in set(w.ops) else set()
         for a, b in pairs:
             for x, y in ((a, b), (b, a)):
                 if x not in senders or y not in appliers:
@@ -292,6 +298,13 @@ def recovery_end(w: FaultWindow, graph: dict[str, set[str]], resync: Iterable[tu
                 if hit is None or ends[hit[1]] is None:
                     return end_s, "never"
                 end = max(end, ends[hit[1]])  # type: ignore[type-var]
+                # a restarted broker's full re-sync, once it has re-learnt its state, makes y sweep
+                # what it kept from before the restart (and what y carries that sweep on to)
+                full = first_full.get((x, y)) if x in restarted else None
+                if full is not None:
+                    if ends[full[1]] is None:
+                        return end_s, "never"
+                    end = max(end, ends[full[1]])  # type: ignore[type-var]
         return end, "resync"
     pairs = resync_pairs(w, graph)  # the sender-side rule of old logs: overlay neighbours only
     firsts: dict[tuple[str, str], float] = {}

@@ -140,3 +140,19 @@ def test_a_crash_written_apart_from_its_restart_ends_at_the_restart():
     c, s = route_windows([crash, restart], r, rows, margin_s=2.0, end_s=20.0)
     assert (c.lo, c.hi, c.recovered) == (3.0, 7.0, "restart")  # not 7.0 + 2 s
     assert (s.lo, s.hi, s.recovered) == (5.0, 9.6, "resync-sent")
+
+
+def test_a_restart_also_waits_for_the_sweep_of_the_restarted_brokers_full_resync():
+    r = Routes(plan())
+    w = win(["crash", "restart"], ["b4"], planned=(5.0, 7.0))
+    rows = sent_and_applied([("b2", "b4"), ("b4", "b2")], 7.2, {("b2", "b4"): 7.3, ("b4", "b2"): 7.25})
+    assert recovery_end(w, r.graph, rows, 20.0) == (7.3, "resync")
+    # b4, once it has re-learnt its state, sends b2 a full re-sync at 7.4: b2 sweeps what it kept from
+    # before the restart and carries the withdrawals on to b1 and b3 (applied at 7.6 and 7.7)
+    full = rows + [("b4", "b2", 7.4), ("b2", "b4", 7.5, "b4>b2@2", 2, True),
+                   ("b1", "b2", 7.6, "b4>b2@2", 0, False), ("b3", "b2", 7.7, "b4>b2@2", 0, False)]
+    assert recovery_end(w, r.graph, full, 20.0) == (7.7, "resync")
+    assert recovery_end(w, r.graph, full[:-1], 20.0) == (20.0, "never")  # the sweep never reached b3
+    # a heal's ends did not restart: a later full re-sync between them is not this fault's
+    heal = win(["cut", "heal"], ["b2", "b4"], planned=(5.0, 7.0))
+    assert recovery_end(heal, r.graph, full, 20.0) == (7.3, "resync")

@@ -263,10 +263,10 @@ def _attribute(ctx: BatchContext, missing: DataFrame) -> DataFrame:
             for r in ctx.df(ev).select("node", peer, "t_rel_s").collect():
                 rid, node = r[0].split(SEP, 1)
                 resync.setdefault(rid, []).append((node, (r[1] or "").split(SEP, 1)[-1], float(r[2])))
-        for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd").collect():
+        for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd", "full").collect():
             rid, node = r[0].split(SEP, 1)
             resync.setdefault(rid, []).append((node, (r[1] or "").split(SEP, 1)[-1], float(r[2]),
-                                               (r[3] or "").split(SEP, 1)[-1], int(r[4] or 0)))
+                                               (r[3] or "").split(SEP, 1)[-1], int(r[4] or 0), bool(r[5])))
     rrows, wrows = [], []
     for rid, rc in ctx.runs.items():
         rr, wr = K.route_tables(rc, copies.get(rid, []), resync.get(rid, []), pairs.get(rid, []))

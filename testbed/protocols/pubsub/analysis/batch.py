@@ -31,8 +31,9 @@ def _resync_rows(batch: Batch, runs: list[str]) -> dict[str, list[tuple]]:
         for ev, peer in P.RESYNC_EVENTS:
             for r in batch.df(ev, runs).select("run_id", "node", peer, "t_rel_s").collect():
                 out[r[0]].append((r[1], r[2], float(r[3])))
-        for r in batch.df(P.APPLIED_EVENT, runs).select("run_id", "node", "peer", "t_rel_s", "wave", "fwd").collect():
-            out[r[0]].append((r[1], r[2], float(r[3]), r[4], int(r[5] or 0)))
+        for r in batch.df(P.APPLIED_EVENT, runs).select("run_id", "node", "peer", "t_rel_s", "wave", "fwd",
+                                                        "full").collect():
+            out[r[0]].append((r[1], r[2], float(r[3]), r[4], int(r[5] or 0), bool(r[6])))
     return out
 
 

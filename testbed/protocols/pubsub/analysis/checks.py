@@ -251,15 +251,15 @@ APPLIED_EVENT = "broker_resync_applied"  # the receiver handled a re-sync wave (
 
 def resync_rows(ctx: AnalysisContext) -> list[tuple]:
     """Every re-sync of the run (small: one per reconnection): sent rows (node that sent, peer,
-    t_rel_s) and applied rows (node that applied, peer that sent, t_rel_s, wave, fwd), as
+    t_rel_s) and applied rows (node that applied, peer that sent, t_rel_s, wave, fwd, full), as
     ``analysis.routes.split_rows`` reads them."""
     out: list[tuple] = []
     for ev, peer in RESYNC_EVENTS:
         if ctx.has(ev):
             out += [(r[0], r[1], float(r[2])) for r in ctx.df(ev).select("node", peer, "t_rel_s").collect()]
     if ctx.has(APPLIED_EVENT):
-        out += [(r[0], r[1], float(r[2]), r[3], int(r[4] or 0))
-                for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd").collect()]
+        out += [(r[0], r[1], float(r[2]), r[3], int(r[4] or 0), bool(r[5]))
+                for r in ctx.df(APPLIED_EVENT).select("node", "peer", "t_rel_s", "wave", "fwd", "full").collect()]
     return out
 
 

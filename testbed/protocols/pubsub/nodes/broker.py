@@ -154,9 +154,10 @@ class Broker(Node):
             self._bad(src, msg, "rse without a wave id")
             return
         full = self._full.get(src)
-        if full is not None and full[0] == w:
+        was_full = full is not None and full[0] == w
+        if was_full:
             del self._full[src]
-            gone_a, gone_s, outs = self.table.sweep(src, full[1], full[2])
+            gone_a, gone_s, outs = self.table.sweep(src, full[1], full[2])  # type: ignore[index]
             if gone_a or gone_s:
                 self.rt.log("broker_resync_swept", peer=src, wave=w, unadvs=len(gone_a), unsubs=len(gone_s))
             if outs:
@@ -168,7 +169,7 @@ class Broker(Node):
             if not open_:
                 del self._waves_in[src]
         on = self._waves_out.pop((src, w), {})
-        self.rt.log("broker_resync_applied", peer=src, wave=w, fwd=len(on))
+        self.rt.log("broker_resync_applied", peer=src, wave=w, fwd=len(on), full=was_full)
         for dst in on:
             self.rt.send(dst, {"k": "rse", "rw": w})
         if src in self._nset and w.startswith(f"{src}>{self.name}@") and not self.complete:

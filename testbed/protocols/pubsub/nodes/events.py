@@ -37,8 +37,9 @@ declare("client_resync", P, "A client process re-issued its clients' advs/subs t
         broker="str", advs="int", subs="int")
 declare("broker_resync_applied", P, "A broker has applied a re-sync wave: every frame a neighbour or "
         "client process re-sent (wave = '<sender>><receiver>@<ns>'), or passed on for it, up to the "
-        "wave's end marker from peer was handled here; fwd = the brokers it carries the wave on to.",
-        peer="str", wave="str", fwd="int")
+        "wave's end marker from peer was handled here; fwd = the brokers it carries the wave on to; "
+        "full = a full re-sync from peer (what it did not re-send was swept here).",
+        peer="str", wave="str", fwd="int", full="bool")
 declare("broker_resync_swept", P, "A broker withdrew what it had learnt from a neighbour that the "
         "neighbour's full re-sync (wave) did not re-send: a withdrawal lost while the link was down "
         "(unadvs/unsubs: how many advertisements/subscriptions it withdrew).",
