@@ -85,30 +85,42 @@ def test_the_correct_run_passes_and_its_windows_end_when_the_resyncs_were_applie
                       ("heal", [("b1", "b5"), ("b5", "b1")])):
         after = tl[op]["actual_s"]
         w = next(v for v in byf.values() if v["recovered"] == "resync" and v["window"][0] < after < v["window"][1])
-        waves = set()
-        for x, y in pairs:  # the first wave x re-sent to y after the fault, applied at y
-            first = min((r for r in applied if r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@")
-                         and _rel(run_dir, r["t"]) >= after), key=lambda r: r["t"])
-            waves.add(first["wave"])
+        waves = _first_waves(run_dir, pairs, after, full_from={"b3"} if op == "restart" else set())
         end = max(_rel(run_dir, r["t"]) for r in applied if r["wave"] in waves)
         assert w["window"][1] == pytest.approx(end, abs=1e-3), (op, w, end)
-        last_sent = max(_rel(run_dir, r["t"]) for r in sent if (r["node"], r["peer"]) in pairs
-                        and _rel(run_dir, r["t"]) >= after)
-        assert end < last_sent + MARGIN_S  # the old window was longer
+        old_end = max(min(_rel(run_dir, r["t"]) for r in sent if (r["node"], r["peer"]) == p
+                          and _rel(run_dir, r["t"]) >= after) for p in pairs)  # the old rule's last first re-sync
+        assert end < old_end + MARGIN_S  # the old window was longer
+
+
+def _first_waves(run: Path, pairs, after: float, full_from: set[str]) -> set[str]:
+    """The first wave each x re-sent to y after ``after`` (applied at y), and for x in ``full_from`` (a
+    restarted broker) its first full re-sync too, when it sent one."""
+    applied = _events(run, ev="broker_resync_applied")
+    waves = set()
+    for x, y in pairs:
+        own = sorted((r for r in applied if r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@")
+                      and _rel(run, r["t"]) >= after), key=lambda r: r["t"])
+        waves.add(own[0]["wave"])
+        full = [r for r in own if r["full"]]
+        if x in full_from and full:
+            waves.add(full[0]["wave"])
+    return waves
 
 
 def _restart_ends(run: Path) -> tuple[float, float]:
     """(applied end, sent end) of b3's restart: the last applied row of the first wave each of b1 -> b3,
-    b4 -> b3, b3 -> b1, b3 -> b4 re-sent after the restart, and the last of those re-syncs' sent rows
+    b4 -> b3, b3 -> b1, b3 -> b4 re-sent after the restart (and of b3's full re-syncs), and the last of
+    those first re-syncs' sent rows
     (the old rule's end before its margin). Read from the logs: a loaded machine restarts b3 late."""
     restart = next(e for e in json.loads((run / "manifest.json").read_text())["timeline"] if e["op"] == "restart")
     after = restart["actual_s"]
     applied = _events(run, ev="broker_resync_applied")
     sent = _events(run, ev="broker_resync")
-    waves, sent_end = set(), after
-    for x, y in (("b1", "b3"), ("b4", "b3"), ("b3", "b1"), ("b3", "b4")):
-        waves.add(min((r for r in applied if r["node"] == y and r["peer"] == x and r["wave"].startswith(f"{x}>{y}@")
-                       and _rel(run, r["t"]) >= after), key=lambda r: r["t"])["wave"])
+    pairs = (("b1", "b3"), ("b4", "b3"), ("b3", "b1"), ("b3", "b4"))
+    waves = _first_waves(run, pairs, after, full_from={"b3"})
+    sent_end = after
+    for x, y in pairs:
         sent_end = max(sent_end, min(_rel(run, r["t"]) for r in sent if (r["node"], r["peer"]) == (x, y)
                                      and _rel(run, r["t"]) >= after))
     return max(_rel(run, r["t"]) for r in applied if r["wave"] in waves), sent_end
