@@ -20,7 +20,8 @@ re-learns its state from its neighbours and clients without duplicate entries.
 
 Re-sync markers (measured recovery):
 
-    rsb    {k, rw}    a re-sync wave begins on this link (rw: the wave id "<sender>><receiver>@<wall ns>")
+    rsb    {k, rw, [full]}  a re-sync wave begins on this link (rw: the wave id "<sender>><receiver>@<wall ns>";
+                     full: a full re-sync, see below)
     rse    {k, rw}    everything of wave rw on this link was sent before this frame
 
 The sender of a re-sync (a broker on ``on_peer_up``, a client process re-issuing its
