@@ -11,7 +11,8 @@ is caught now; the same edited log without the applied rows (an old run) still p
 A second run withdraws sub-cheap's subscriptions while b3 is down (b4's unsubscriptions to b3 are
 lost): b1 kept routing STOCK quotes to the restarted b3, which dropped every one of them as
 unmatched (91 in the 5 s after the restart, before the fix). Now the restarted b3, once it has applied
-both neighbours' re-syncs, sends them a full re-sync and b1 withdraws the three stale entries.
+both neighbours' re-syncs, sends them a full re-sync and b1 withdraws the three stale entries. A
+third run does the same under a cut b3-b4 instead: the heal's re-syncs are full, b3 sweeps.
 """
 
 from __future__ import annotations
@@ -195,3 +196,33 @@ def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_after_its_restart(tm
     assert tables and all(e["prt"] == 2 for e in tables)  # sub-bond-1 (local) and sub-bond-0 (via b2)
     counters = [e["pub_in"] for e in _events(run, "b3", "broker_counters") if e["t"] > swept["t"] + 1e9]
     assert counters and len(set(counters)) == 1, counters
+
+
+def test_an_unsubscription_a_cut_dropped_is_swept_at_the_heal(tmp_path, spark):
+    """sub-cheap (at b4) unsubscribes while b3-b4 is cut: b4's unsubscriptions to b3 are dropped. Both
+    ends were complete, so their re-syncs at the heal are full: b3 withdraws the three entries and
+    passes the withdrawal on (b1, then b2, the STOCK publishers' broker)."""
+    text = (ROOT / "topologies" / "smoke.yaml").read_text()
+    head, rest = text.split("\nfaults:\n", 1)
+    tail = rest[rest.index("\nparams:"):]
+    head = head.replace("name: smoke", "name: resync-heal-sweep").replace("duration: 20s", "duration: 9s")
+    cheap = """    filter: "[class,eq,'STOCK'],[price,<,50]"\n"""
+    head = head.replace(cheap, cheap + "    params: {unsubscribe_at: 3.5s}\n", 1)  # inside the cut
+    path = tmp_path / "resync-heal-sweep.yaml"
+    path.write_text(head + "\nfaults:\n  - {at: 3s, cut: [b3, b4], for: 2s}\n" + tail)
+    (rd,) = api.run(str(path), runs_dir=str(tmp_path / "runs"), analyze=False)
+    run = Path(rd.path)
+    analyze(run, spark=spark, progress=lambda _: None)
+    checks = json.loads((run / "analysis" / "checks.json").read_text())["checks"]
+    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    heal = next(e for e in rd.manifest["timeline"] if e["op"] == "heal")
+    (swept,) = _events(run, "b3", "broker_resync_swept")
+    assert (swept["peer"], swept["unsubs"], swept["unadvs"]) == ("b4", 3, 0), swept
+    assert _rel(run, swept["t"]) >= heal["actual_s"]
+    full = [r for r in _events(run, "b3", "broker_resync_applied") if r["wave"] == swept["wave"]]
+    assert len(full) == 1 and full[0]["full"] and full[0]["fwd"] >= 1  # the withdrawal went on to b1
+    # the withdrawal reached b1 and b2 with the wave; b2 then holds only its local sub-bond entry
+    assert {r["node"] for r in _events(run, ev="broker_resync_applied") if r["wave"] == swept["wave"]} >= {"b3", "b1"}
+    tables = [e for e in _events(run, "b2", "broker_tables") if e["t"] > swept["t"] + 0.5e9]
+    before = [e for e in _events(run, "b2", "broker_tables") if _rel(run, e["t"]) < 3.0]
+    assert tables and before and all(e["prt"] == before[-1]["prt"] - 3 for e in tables), (before[-1], tables)
