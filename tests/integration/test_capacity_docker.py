@@ -74,6 +74,7 @@ def test_oom_killed_container_is_a_crash_in_the_timeline(runs_dir, tmp_path, eng
     topo = topology(tmp_path, "dockoom", duration="12s", rate=4000, memory="48M",
                     faults="  - {at: 1s, stall: b1, for: 10s}")
     (rd,) = api.run(str(topo), runs_dir=str(runs_dir), provider="docker", analyze=False)
+    assert rd.manifest["cgroup_stats"]["b1"] == {"oom_kill": 1}, rd.manifest.get("cgroup_stats")
     oom = [e for e in rd.manifest["timeline"] if e.get("oom")]
     assert [(e["op"], e["target"], e["status"]) for e in oom] == [("crash", ["b1"], "done")], rd.manifest["timeline"]
     assert 1.0 <= oom[0]["actual_s"] <= 12.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]

@@ -45,7 +45,7 @@ from testbed.providers.base import NodeStatus, Progress, Provider
 from testbed.providers.capacity import refuse_joint_limits
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment, Endpoint
-from testbed.runs.oom import last_log_t_s, oom_timeline_entries
+from testbed.runs.oom import record_stats
 from testbed.runs.rundir import RunDir
 from testbed.topology.plan import Action, Plan
 
@@ -577,29 +577,25 @@ def set_nano_cpus(client: Any, cid: str, cores: float | None) -> None:
 
 
 def record_oom(client: Any, run: RunDir, st: dict[str, Any]) -> None:
-    """A container the kernel's OOM killer ended (State.OOMKilled) is a crash in the timeline
-    (``fault`` from 2000, at its last log line; see docs/topology.md, Capacity)."""
+    """Whether the kernel's OOM killer ended each container (State.OOMKilled) into the manifest's
+    ``cgroup_stats`` (``{"oom_kill": 0 or 1}``), and a kill as a crash in the timeline (``fault``
+    from 2000, at its last log line; see docs/topology.md, Capacity): :func:`runs.oom.record_stats`,
+    as the local and ansible providers do."""
     import docker.errors
 
-    killed = []
+    counts: dict[str, dict[str, float]] = {}
     for node, c in (st.get("containers") or {}).items():
         try:
-            if client.api.inspect_container(c["id"])["State"].get("OOMKilled"):
-                killed.append(node)
+            counts[node] = {"oom_kill": int(bool(client.api.inspect_container(c["id"])["State"].get("OOMKilled")))}
         except (docker.errors.APIError, KeyError):
             continue
-    if not killed:
+    if not counts:
         return
     try:
         plan = run.plan()
     except Exception:  # noqa: BLE001 - no plan written: nothing to attribute
         return
-    t0 = run.manifest.get("t0_wall_ns")
-    entries = oom_timeline_entries(
-        {n: {"oom_kill": 1} for n in killed}, {n: last_log_t_s(run.logs_dir / f"{n}.jsonl", t0) for n in killed},
-        {n: p.memory_bytes for n, p in plan.nodes.items()}, plan.duration_s)
-    run.modify_manifest(lambda m: m.__setitem__(
-        "timeline", [e for e in m.get("timeline") or [] if not e.get("oom")] + entries))
+    record_stats(run, plan, counts)
 
 
 def prune_node_images(client: Any) -> list[str]:
