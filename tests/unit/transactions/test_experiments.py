@@ -139,6 +139,25 @@ def test_a_reproduce_plan_names_its_point():
         T.point_of(api.plans(str(topologies.find("transactions", "fig5-dtx.yaml")))[0])
 
 
+def test_the_settle_covers_the_subscriptions_propagation_under_the_broker_cost():
+    """reproduce all (2026-11-27): at 10 instances on the line of 3 with 15 ms per message, the
+    brokers' 120 routing messages each converged 3-4 s after the brokers started, but the first
+    transaction began 1.5 s after (settle 1 s): every instance on b3 lost its first transaction
+    (P2/P3/P4 failed in all 6 Fig 8 runs of D-TX and S-TX). The settle now grows with the
+    instances, the broker cost and the overlay's depth; without a cost it stays 1 s."""
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    sv = {"scale": "quick", "variant": "stx", "overlay": "line3", "instances": 10, "transactions": 20}
+    [i10] = api.plans(path, sv)
+    assert i10.params["settle"] >= 4.0  # beyond the measured 3-4 s
+    [i1] = api.plans(path, {**sv, "instances": 1})
+    assert 1.0 < i1.params["settle"] < i10.params["settle"]
+    [fast] = api.plans(path, {**sv, "service_ms": 0})
+    assert fast.params["settle"] == 1.0
+    # the run's upper bound grows with it: the TXC still has its transactions' time after the settle
+    [i10_fast] = api.plans(path, {**sv, "service_ms": 0})
+    assert i10.duration_s - i10.params["settle"] >= i10_fast.duration_s - i10_fast.params["settle"] - 1
+
+
 def test_grids_cover_every_figure_at_both_scales():
     p = papers()["transactions"]
     for scale in ("quick", "paper"):
