@@ -165,21 +165,29 @@ def test_a_delivery_dropped_after_the_applied_resync_is_caught_and_was_excused_b
     assert any(v["recovered"] == "resync-sent" for v in c["details"]["attributed_by_fault"].values())
 
 
-def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_after_its_restart(tmp_path, spark):
+def _unsubscribe_under(tmp_path, spark, name: str, faults: str):
+    """smoke.yaml for 9 s, sub-cheap unsubscribing at 3.5 s, with ``faults`` (YAML list items); run,
+    analysed, every check passed. Returns (RunDir, its path)."""
     text = (ROOT / "topologies" / "smoke.yaml").read_text()
     head, rest = text.split("\nfaults:\n", 1)
     tail = rest[rest.index("\nparams:"):]
-    head = head.replace("name: smoke", "name: resync-sweep").replace("duration: 20s", "duration: 9s")
+    head = head.replace("name: smoke", f"name: {name}").replace("duration: 20s", "duration: 9s")
     cheap = """    filter: "[class,eq,'STOCK'],[price,<,50]"\n"""
     assert cheap in head
-    head = head.replace(cheap, cheap + "    params: {unsubscribe_at: 3.5s}\n", 1)  # while b3 is down
-    path = tmp_path / "resync-sweep.yaml"
-    path.write_text(head + "\nfaults:\n  - {at: 3s, crash: b3}\n  - {at: 4s, restart: b3}\n" + tail)
+    head = head.replace(cheap, cheap + "    params: {unsubscribe_at: 3.5s}\n", 1)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(head + "\nfaults:\n" + faults + tail)
     (rd,) = api.run(str(path), runs_dir=str(tmp_path / "runs"), analyze=False)
     run = Path(rd.path)
     analyze(run, spark=spark, progress=lambda _: None)
     checks = json.loads((run / "analysis" / "checks.json").read_text())["checks"]
     assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    return rd, run
+
+
+def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_after_its_restart(tmp_path, spark):
+    # sub-cheap unsubscribes while b3 is down
+    rd, run = _unsubscribe_under(tmp_path, spark, "resync-sweep", "  - {at: 3s, crash: b3}\n  - {at: 4s, restart: b3}\n")
 
     (swept,) = _events(run, "b1", "broker_resync_swept")  # sub-cheap-0..2's subscriptions, learnt from b3
     assert (swept["peer"], swept["unsubs"], swept["unadvs"]) == ("b3", 3, 0), swept
@@ -202,19 +210,7 @@ def test_an_unsubscription_a_cut_dropped_is_swept_at_the_heal(tmp_path, spark):
     """sub-cheap (at b4) unsubscribes while b3-b4 is cut: b4's unsubscriptions to b3 are dropped. Both
     ends were complete, so their re-syncs at the heal are full: b3 withdraws the three entries and
     passes the withdrawal on (b1, then b2, the STOCK publishers' broker)."""
-    text = (ROOT / "topologies" / "smoke.yaml").read_text()
-    head, rest = text.split("\nfaults:\n", 1)
-    tail = rest[rest.index("\nparams:"):]
-    head = head.replace("name: smoke", "name: resync-heal-sweep").replace("duration: 20s", "duration: 9s")
-    cheap = """    filter: "[class,eq,'STOCK'],[price,<,50]"\n"""
-    head = head.replace(cheap, cheap + "    params: {unsubscribe_at: 3.5s}\n", 1)  # inside the cut
-    path = tmp_path / "resync-heal-sweep.yaml"
-    path.write_text(head + "\nfaults:\n  - {at: 3s, cut: [b3, b4], for: 2s}\n" + tail)
-    (rd,) = api.run(str(path), runs_dir=str(tmp_path / "runs"), analyze=False)
-    run = Path(rd.path)
-    analyze(run, spark=spark, progress=lambda _: None)
-    checks = json.loads((run / "analysis" / "checks.json").read_text())["checks"]
-    assert all(c["passed"] for c in checks), [c for c in checks if not c["passed"]]
+    rd, run = _unsubscribe_under(tmp_path, spark, "resync-heal-sweep", "  - {at: 3s, cut: [b3, b4], for: 2s}\n")  # inside the cut
     heal = next(e for e in rd.manifest["timeline"] if e["op"] == "heal")
     (swept,) = _events(run, "b3", "broker_resync_swept")
     assert (swept["peer"], swept["unsubs"], swept["unadvs"]) == ("b4", 3, 0), swept

@@ -217,17 +217,22 @@ def _line_with_state(tmp_path, sweep_groups):
     return sim
 
 
-def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_by_its_full_resync(tmp_path):
-    """subs-0 withdraws s1 (and subscribes s2) while b2 is down: b3's unsubscription to b2 is lost, so
-    b1 keeps routing s1 to b2 after b2's restart (b2 drops those publications as unmatched). Once b2
-    has applied the re-sync of both its neighbours it sends them a full re-sync; b1 withdraws s1."""
-    sim = _line_with_state(tmp_path, {"unsubscribe_at": 0.6, "resubscribe_at": 0.8})
+def _b2_down_for_half_a_second(sim) -> None:
+    """A 3 s workload; b2 crashes at 0.5 s and restarts at 1.0 s; the run goes on 3 s after that."""
     sim.start_workload(0.0, 3.0)
     sim.run_for(0.5)
     sim.crash("b2")
     sim.run_for(0.5)
     sim.restart("b2")
     sim.run_for(3.0)
+
+
+def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_by_its_full_resync(tmp_path):
+    """subs-0 withdraws s1 (and subscribes s2) while b2 is down: b3's unsubscription to b2 is lost, so
+    b1 keeps routing s1 to b2 after b2's restart (b2 drops those publications as unmatched). Once b2
+    has applied the re-sync of both its neighbours it sends them a full re-sync; b1 withdraws s1."""
+    sim = _line_with_state(tmp_path, {"unsubscribe_at": 0.6, "resubscribe_at": 0.8})
+    _b2_down_for_half_a_second(sim)
     assert sim.nodes["b2"].complete and sim.nodes["b2"]._restarted
     assert not sim.nodes["b1"]._restarted and not sim.nodes["b3"]._restarted
     assert "subs-0:s1" not in sim.nodes["b1"].table.prt  # swept
@@ -243,10 +248,5 @@ def test_a_withdrawal_lost_while_a_broker_was_down_is_swept_by_its_full_resync(t
 
 def test_without_stable_storage_a_restarted_broker_sends_no_full_resync_and_the_stale_route_stays(tmp_path):
     sim = run_line(subs={"count": 1, "attach": ["b3"], "extra": {"unsubscribe_at": 0.6, "resubscribe_at": 0.8}})
-    sim.start_workload(0.0, 3.0)
-    sim.run_for(0.5)
-    sim.crash("b2")
-    sim.run_for(0.5)
-    sim.restart("b2")
-    sim.run_for(3.0)
+    _b2_down_for_half_a_second(sim)
     assert "subs-0:s1" in sim.nodes["b1"].table.prt and not sim.events("broker_resync_swept")
