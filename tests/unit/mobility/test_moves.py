@@ -146,6 +146,9 @@ def test_control_move_and_skips(movement):
         # the schedule asks every broker, quietly: one that does not host the client logs no skip
         r = sim.nodes["b2"].on_control("move", {"client": "m-1", "to": "b1", "quiet": True})
         assert r["ok"] is False and r["error"] == "client not started here"
+        # ... and the target that already hosts it (the request came after the move) logs none either
+        r = sim.nodes["b6"].on_control("move", {"client": "m-1", "to": "b6", "quiet": True})
+        assert r["ok"] is False and r["error"] == "client already at the target"
 
     sim = run(cfgs, duration=2.0, actions=[(0.2, moves)])
     [e] = sim.events("move_end")

@@ -266,11 +266,15 @@ class MobilityBroker(Broker):
     def on_control(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
         if op == "move":
             # the schedule sends a move to every broker (it does not know where the client is now):
-            # with ``quiet`` a broker that does not host the client says so without logging a skip
+            # with ``quiet`` a broker that does not host the client says so without logging a skip;
+            # so does the target when the request reaches it after the move already brought the
+            # client there (the calls go out together; under load the target's can come last)
             client, to = str(args.get("client", "")), str(args.get("to", ""))
             c = self.copies.get(client)
             if args.get("quiet") and (c is None or c.state != "started"):
                 return {"ok": False, "error": "client not started here", "reason": "client not started here"}
+            if args.get("quiet") and to == self.name:
+                return {"ok": False, "error": "client already at the target", "reason": "client already at the target"}
             reason = self.start_move(client, to, scheduled=True)
             out = {"ok": reason is None, "reason": reason or ""}
             if reason is not None:
