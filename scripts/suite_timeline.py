@@ -2,18 +2,23 @@
 TESTBED_TEST_TIMELINE=FILE (worker, nodeid, phase, start, stop per test phase).
 
     TESTBED_TEST_TIMELINE=/tmp/tl.csv ./scripts/test.sh
-    .venv/bin/python scripts/suite_timeline.py /tmp/tl.csv [--top 15]
+    .venv/bin/python scripts/suite_timeline.py /tmp/tl.csv [--top 15] [--write-durations tests/file_durations.json]
 
 Prints the run's span, each worker's busy time and when it finished, the busy fraction of the
 workers over the span, the files by total time (a file runs on one worker under --dist loadfile:
 the longest bounds the pass), and the files that were still running in the last tenth of the
 span (the tail: the candidates to start earlier or split).
+
+``--write-durations FILE`` writes each file's total seconds (JSON, file -> s): tests/conftest.py
+hands the files to the workers longest first from it (tests/file_durations.json), so that a long
+file does not start last and hold the pass open alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 from collections import defaultdict
 
 
@@ -54,12 +59,26 @@ def summary(rows: list[tuple[str, str, str, float, float]], top: int = 15) -> st
     return "\n".join(out)
 
 
+def file_totals(rows: list[tuple[str, str, str, float, float]]) -> dict[str, int]:
+    """file -> its tests' total seconds (every phase), rounded up to whole seconds."""
+    files: dict[str, float] = defaultdict(float)
+    for _, nodeid, _, a, b in rows:
+        files[nodeid.split("::", 1)[0]] += b - a
+    return {f: int(s) + 1 for f, s in sorted(files.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--write-durations", metavar="FILE", help="write each file's total seconds (JSON) to FILE")
     a = ap.parse_args()
-    print(summary(load(a.csv), a.top))
+    rows = load(a.csv)
+    print(summary(rows, a.top))
+    if a.write_durations:
+        with open(a.write_durations, "w", encoding="utf-8") as f:
+            json.dump(file_totals(rows), f, indent=0, sort_keys=True)
+            f.write("\n")
 
 
 if __name__ == "__main__":

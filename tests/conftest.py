@@ -29,6 +29,7 @@ hide untested code.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -83,12 +84,34 @@ def _folder(item: pytest.Item) -> str:
     return rel[0] if len(rel) > 1 else ""
 
 
+DURATIONS = Path(__file__).parent / "file_durations.json"
+UNKNOWN_FILE_S = 10  # a file the durations do not list yet (a new one): about a median file
+
+
+def longest_files_first(items: list, file_of, durations: dict[str, int]) -> list:
+    """The items, their files longest first by ``durations`` (file -> s, from a measured run:
+    ``scripts/suite_timeline.py --write-durations``), each file's items together and in their
+    order. Pure. xdist's ``--dist loadfile`` hands files to the workers in collection order:
+    this is longest-processing-time-first, so a long file does not start near the end and hold
+    the pass open alone (measured: test_reproduce_ansible.py, 225 s, started at +1374 s and ended
+    the parallel pass at +1599 s while the other workers had finished 70-160 s earlier)."""
+    first: dict[str, int] = {}
+    for i, it in enumerate(items):
+        first.setdefault(file_of(it), i)
+    return sorted(items, key=lambda it: (-durations.get(file_of(it), UNKNOWN_FILE_S), first[file_of(it)]))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         rel = _rel(item)
         present = {m.name for m in item.iter_markers()}
         for m in sorted(markers_for(rel, getattr(item, "fixturenames", ()), present)):
             item.add_marker(m)
+    try:
+        durations = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        durations = {}
+    items[:] = longest_files_first(items, lambda it: it.nodeid.split("::", 1)[0], durations)
 
 
 # --- what a test really starts ------------------------------------------------------------------
@@ -205,6 +228,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # runs/ shared with the other workers (and their `.active` record)
     # (set in each xdist worker, not in the controller whose environment the workers inherit)
     controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    # xdist would re-sort the files by their number of tests; keep the collection order, which
+    # puts the longest files first (longest_files_first)
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     _session["worker"] = hasattr(config, "workerinput")
     if not controller and not os.environ.get("TESTBED_RUNS"):
         import atexit

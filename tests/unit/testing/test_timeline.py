@@ -37,3 +37,40 @@ def test_an_xdist_run_writes_each_phase_once_and_the_summary_names_the_longest_f
 
 def test_summary_of_nothing():
     assert TL.summary([]) == "no timeline rows"
+
+
+def test_file_totals_sum_every_phase_per_file_rounded_up():
+    rows = [("gw0", "tests/a.py::t1", "setup", 0.0, 0.5), ("gw0", "tests/a.py::t1", "call", 0.5, 2.0),
+            ("gw1", "tests/b.py::t[x]", "call", 1.0, 1.2)]
+    assert TL.file_totals(rows) == {"tests/a.py": 3, "tests/b.py": 1}
+
+
+def test_longest_files_first_keeps_each_files_tests_together_and_in_order():
+    from tests.conftest import UNKNOWN_FILE_S, longest_files_first
+
+    items = ["a::1", "a::2", "b::1", "c::1", "c::2", "d::1", "e::1"]
+    durations = {"a": 5, "b": 300, "c": 40, "e": UNKNOWN_FILE_S + 1}  # d is new: unknown
+    got = longest_files_first(items, lambda n: n.split("::")[0], durations)
+    assert got == ["b::1", "c::1", "c::2", "e::1", "d::1", "a::1", "a::2"]
+    # without durations nothing moves
+    assert longest_files_first(items, lambda n: n.split("::")[0], {}) == items
+
+
+def test_an_xdist_worker_is_handed_the_longest_file_first(tmp_path):
+    """The real conftest in an inner session on one xdist worker: test_z.py, listed as the longest
+    in file_durations.json, runs before test_a.py although it is collected last and has fewer
+    tests (xdist alone would re-sort the files by their number of tests: a first)."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "file_durations.json").write_text('{"test_z.py": 500, "test_a.py": 2}\n')
+    # each test takes 20 ms: the timeline is written to the millisecond, two empty tests can share one
+    (tmp_path / "test_a.py").write_text("import time\nimport pytest\n@pytest.mark.parametrize('i', [1, 2])\n"
+                                        "def test_a(i):\n    time.sleep(0.02)\n")
+    (tmp_path / "test_z.py").write_text("import time\ndef test_z():\n    time.sleep(0.02)\n")
+    out = tmp_path / "tl.csv"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": ""}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist",
+                        "loadfile", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = sorted((a, n) for _, n, ph, a, _ in TL.load(str(out)) if ph == "call")
+    assert [n for _, n in calls] == ["test_z.py::test_z", "test_a.py::test_a[1]", "test_a.py::test_a[2]"]
