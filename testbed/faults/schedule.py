@@ -471,6 +471,12 @@ class ScheduleRunner:
         if not targets:
             raise ProviderError(f"{a.op}: not running (crashed: {', '.join(sorted(down))})")
         args = dict(a.call.get("args") or {})
+        if a.call.get("any"):
+            # one request, many copies (e.g. a move sent to every broker): its id lets the node that
+            # acted on it, and whoever inherits its state, know a late copy of the same request
+            import uuid
+
+            args["req"] = entry["req"] = uuid.uuid4().hex[:12]
         replies = self.controls.call_many([(n, str(a.call["op"]), args) for n in targets])
         status, ok, error = call_outcome(a, replies)
         entry["status"], entry["accepted_by"], entry["error"] = status, ok, error

@@ -164,6 +164,7 @@ def test_testbed_inject_takes_move_and_reject_on_a_running_run(tmp_path):
     assert [(e["op"], e["status"], e["accepted_by"]) for e in injected] == [
         ("reject", "done", ["b6"]), ("move", "done", ["b1"]), ("move", "done", ["b1"]), ("move", "skipped", [])]
     assert "client not started here" in injected[3]["error"]
+    assert len({e["req"] for e in injected if e["op"] == "move"}) == 3  # one id per request, sent to every broker
     ends = {e["mid"]: (e["outcome"], e["dst"]) for e in events(run, "move_end")}
     assert ends == {"m-0#1": ("reject", "b6"), "m-0#2": ("commit", "b5")}
     # only the broker hosting the client logged anything about the moves (the others answered quietly)

@@ -157,6 +157,31 @@ def test_control_move_and_skips(movement):
     assert final_copies(sim)["m-0"] == ["b7"]
 
 
+@pytest.mark.parametrize("movement", ["reconfiguration", "covering"])
+def test_a_late_copy_of_a_served_move_request_is_not_a_second_move(movement):
+    """The schedule sends a move to every broker at once with one request id. The client moves for
+    it, then moves on (here: another move); a copy of the first request reaching the broker it is
+    at now is answered quietly, because the id travelled with the client's state."""
+    cfgs = configs(CHAIN, {"m": dict(MOBILE["m"], count=1, moving=0)}, publishers(["b4"]), movement=movement)
+    late = {}
+
+    def first(sim):
+        r = sim.nodes["b1"].on_control("move", {"client": "m-0", "to": "b7", "quiet": True, "req": "r1"})
+        assert r["ok"], r
+
+    def second(sim):
+        assert sim.nodes["b7"].on_control("move", {"client": "m-0", "to": "b6"})["ok"]
+
+    def copy_of_first(sim):
+        late["reply"] = sim.nodes["b6"].on_control("move", {"client": "m-0", "to": "b7", "quiet": True, "req": "r1"})
+
+    sim = run(cfgs, duration=3.0, actions=[(0.2, first), (1.0, second), (1.8, copy_of_first)])
+    assert late["reply"] == {"ok": False, "error": "request already served", "reason": "request already served"}
+    assert [(e["src"], e["dst"], e["outcome"]) for e in sim.events("move_end")] == [
+        ("b1", "b7", "commit"), ("b7", "b6", "commit")]
+    assert sim.events("move_skipped") == [] and final_copies(sim)["m-0"] == ["b6"]
+
+
 def test_the_merge_delivers_payload_then_queue_skipping_ids_the_source_delivered():
     """With FIFO links the target's queue never holds what the source delivered (see above), so
     the skip is exercised by planting such an id: the source 'delivered' q1 since the move began,

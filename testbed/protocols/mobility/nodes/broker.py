@@ -67,6 +67,7 @@ from testbed.protocols.pubsub.nodes.routing import Out
 PUBLISHER_ATTRS = {"w": "choice(cov,tree,chain,dist)", "x": "uniform(0,100)"}  # the spec's publishers
 RECONF_KINDS = ("mneg", "mrec", "mrej", "mxfer", "mdone", "mabort")
 COVER_KINDS = ("cxfer", "cdone", "mack")
+REQS_KEPT = 16
 
 
 class Copy:
@@ -74,7 +75,7 @@ class Copy:
 
     __slots__ = ("client", "filter", "subs", "state", "mid", "moves", "queue", "tracking", "route",
                  "moving", "offset", "pause", "timer", "group", "nsub", "advs", "rate", "seq", "ptimer",
-                 "attrs")
+                 "attrs", "reqs")
 
     def __init__(self, client: str, filter_text: str, subs: dict[str, str], state: str, mid: str,
                  moves: int, spec: dict[str, Any], advs: dict[str, str] | None = None) -> None:
@@ -98,11 +99,14 @@ class Copy:
         self.group = spec.get("group", "")
         self.timer: Any = None
         self.nsub = int(spec.get("nsub", 1))
+        # the ids of the scheduled move requests this client already moved for (the last REQS_KEPT),
+        # travelling with it: a late copy of a broadcast request reaching its new broker is not a new move
+        self.reqs: list[str] = list(spec.get("reqs") or [])[-REQS_KEPT:]
 
     def state_msg(self) -> dict[str, Any]:
         return {"filter": self.filter, "moves": self.moves, "route": self.route, "moving": self.moving,
                 "pause": self.pause, "group": self.group, "nsub": self.nsub, "rate": self.rate,
-                "attrs": self.attrs, "seq": self.seq}
+                "attrs": self.attrs, "seq": self.seq, "reqs": self.reqs}
 
 
 class Coord:
@@ -275,7 +279,12 @@ class MobilityBroker(Broker):
                 return {"ok": False, "error": "client not started here", "reason": "client not started here"}
             if args.get("quiet") and to == self.name:
                 return {"ok": False, "error": "client already at the target", "reason": "client already at the target"}
-            reason = self.start_move(client, to, scheduled=True)
+            req = str(args.get("req") or "")
+            if req and c is not None and req in c.reqs:
+                # the client moved here for this very request (a copy of it came late), and perhaps
+                # moved on by itself since: acting on it again would be a second move
+                return {"ok": False, "error": "request already served", "reason": "request already served"}
+            reason = self.start_move(client, to, scheduled=True, req=req)
             out = {"ok": reason is None, "reason": reason or ""}
             if reason is not None:
                 out["error"] = reason
@@ -365,8 +374,9 @@ class MobilityBroker(Broker):
         if copy.moving and self._running and copy.timer is None:
             copy.timer = self.rt.call_later(copy.pause, self._move_tick, copy.client, copy)
 
-    def start_move(self, client: str, dst: str, scheduled: bool = False) -> str | None:
-        """MOVE(client, dst) at this (source) broker; the reason it could not start, or None."""
+    def start_move(self, client: str, dst: str, scheduled: bool = False, req: str = "") -> str | None:
+        """MOVE(client, dst) at this (source) broker; the reason it could not start, or None.
+        ``req``: the id of the scheduled request it serves (kept in the client's state, sent on)."""
         c = self.copies.get(client)
         reason = None
         if c is None or c.state != "started":
@@ -385,6 +395,8 @@ class MobilityBroker(Broker):
                 self._schedule_next(c)
             return reason
         assert c is not None
+        if req:
+            c.reqs = (c.reqs + [req])[-REQS_KEPT:]
         if c.timer is not None:
             c.timer.cancel()
             c.timer = None
@@ -592,6 +604,7 @@ class MobilityBroker(Broker):
             self.rt.log("move_step", mid=mid, client=client, step="xfer_adopt")
         st = msg.get("state") or {}
         c.moves = int(st.get("moves", c.moves))
+        c.reqs = list(st.get("reqs") or c.reqs)[-REQS_KEPT:]
         c.route, c.moving = st.get("route"), bool(st.get("moving", True))
         c.pause, c.group = float(st.get("pause", 10.0)), st.get("group", "")
         c.filter = st.get("filter", c.filter)
@@ -726,7 +739,7 @@ class MobilityBroker(Broker):
         n = int(mid.rsplit("#", 1)[1])
         sid = f"{client}:s{int(st.get('nsub', 1)) + 1}"
         spec = {"route": st.get("route"), "moves": st.get("moving", True), "pause": st.get("pause", 10.0),
-                "group": st.get("group", ""), "nsub": int(st.get("nsub", 1)) + 1}
+                "group": st.get("group", ""), "nsub": int(st.get("nsub", 1)) + 1, "reqs": st.get("reqs")}
         c = Copy(client, st["filter"], {sid: st["filter"]}, "started", mid, max(n, int(st.get("moves", n))), spec)
         self.copies[client] = c
         self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
