@@ -156,7 +156,9 @@ class MobilityBroker(Broker):
         self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
         self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
-        self.waves: dict[str, list[Any]] = {}  # wave -> [deficit, parent (None = root), mid]
+        # wave -> [deficit, parent (None = root), mid, {neighbour: its messages not acknowledged}]
+        self.waves: dict[str, list[Any]] = {}
+        self.down_peers: set[str] = set()  # neighbours whose connection is lost (until it is back)
         self.traffic: dict[str, dict[str, dict[str, int]]] = {}
         self.mcount = dict.fromkeys(("moves_begun", "moves_committed", "moves_aborted", "moves_rejected",
                                      "merged", "skipped", "local_unmatched"), 0)
@@ -678,12 +680,26 @@ class MobilityBroker(Broker):
         self.abort_out[mid] = (path[1], msg)
         self._send_m(path[1], msg)
 
+    def on_peer_down(self, peer: str) -> None:
+        """A lost neighbour acknowledges nothing any more: the waves stop waiting for it (a wave would
+        otherwise never end, and a covering move never end at its source, the client refusing every
+        later move). What the neighbour missed reaches it with the re-sync when it is back."""
+        super().on_peer_down(peer)
+        self.down_peers.add(peer)
+        for wave, st in list(self.waves.items()):
+            n = st[3].pop(peer, 0)
+            if n:
+                st[0] -= n
+                self.rt.log("move_step", mid=st[2], client=st[2].rsplit("#", 1)[0], step="wave_peer_lost")
+                self._wave_check(wave)
+
     def on_peer_up(self, peer: str) -> None:
         """The pub/sub core's re-sync, and the ABORTs this broker sent toward ``peer`` again: one may
         have been dropped while the connection was down (a crashed and restarted neighbour, a healed
         cut); ABORT is idempotent (a hop without the tentative entry, a target without the queued copy:
         nothing happens)."""
         super().on_peer_up(peer)
+        self.down_peers.discard(peer)
         for mid, (hop, msg) in list(self.abort_out.items()):
             if hop == peer:
                 self.rt.log("move_step", mid=mid, client=msg["c"], step="abort_resent")
@@ -716,7 +732,7 @@ class MobilityBroker(Broker):
         self.rt.log("client_state", mid=mid, client=c.client, copy="src", state="stopped")
         co.state = "wait"
         wave = mid + "/u"
-        self.waves[wave] = [0, None, mid]
+        self.waves[wave] = [0, None, mid, {}]
         self.table.cause = mid
         for sid in list(c.subs):
             self.rt.log("unsubscribe", client=c.client, sub_id=sid, broker=self.name)
@@ -746,7 +762,7 @@ class MobilityBroker(Broker):
         self.rt.log("subscribe", client=client, sub_id=sid, filter=c.filter, broker=self.name)
         self.rt.log("rt_change", mid=mid, id=sid, owner=client, op="add", table="prt", hop="@" + client)
         wave = mid + "/s"
-        self.waves[wave] = [0, None, mid]
+        self.waves[wave] = [0, None, mid, {}]
         self.coords[mid] = Coord(mid, "tgt", client, path, self.rt.mono_ns(), {})
         self.table.cause = mid
         self._wave_emit(wave, self.table.subscribe(sid, parse_cached(c.filter), "@" + client))
@@ -783,8 +799,10 @@ class MobilityBroker(Broker):
                 self.emit([o])
                 continue
             self.counters[o.kind + "_out"] += 1
-            st[0] += 1
             self._send_m(o.dst, m)
+            if o.dst not in self.down_peers:  # to a lost neighbour the message is dropped: no ack will come
+                st[0] += 1
+                st[3][o.dst] = st[3].get(o.dst, 0) + 1
 
     def _wave_check(self, wave: str) -> None:
         st = self.waves.get(wave)
@@ -809,7 +827,7 @@ class MobilityBroker(Broker):
         wave, mid, k = msg["w"], msg.get("mid", ""), msg["k"]
         first = wave not in self.waves
         if first:
-            self.waves[wave] = [0, src, mid]
+            self.waves[wave] = [0, src, mid, {}]
         self.table.cause = mid
         try:
             if k == "sub":
@@ -838,6 +856,9 @@ class MobilityBroker(Broker):
         if st is None:
             self._bad(src, msg, "ack of an unknown wave")
             return
+        if st[3].get(src, 0) <= 0:
+            return  # a late ack from a neighbour the wave stopped waiting for (its connection was lost)
+        st[3][src] -= 1
         st[0] -= 1
         self._wave_check(msg["w"])
 

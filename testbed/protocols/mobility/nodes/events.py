@@ -21,7 +21,8 @@ declare("move_step", P, "A coordinator step at the source or target: xfer_sent (
         "reject_sent (3) | abort_sent | discard | done_recv (5) | xfer_resent (the source re-sends (4): no "
         "(5) within move_timeout) | xfer_dup (the target got (4) again: answers (5) again, no merge) | "
         "xfer_adopt (a restarted target without the queued copy starts the client from (4)) | abort_resent "
-        "(ABORT sent again to a neighbour whose connection came back).",
+        "(ABORT sent again to a neighbour whose connection came back) | wave_peer_lost (a covering wave "
+        "stops waiting for the acknowledgements of a neighbour whose connection was lost).",
         mid="str", client="str", step="str")
 declare("move_merge", P, "The target merged a moved client: payload notifications delivered, its own "
         "queue's length, and how many queued ids were skipped as already delivered at the source.",
