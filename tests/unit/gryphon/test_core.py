@@ -39,6 +39,13 @@ def test_interval_set_add_merge_remove_gaps():
 def test_chop():
     assert chop(0, 1200, 500) == [(0, 500), (500, 1000), (1000, 1200)]
     assert chop(5, 5, 500) == []
+    # a range from tick 0 to now (a subend that never heard of the pubend) is at most MAX_PIECES pieces
+    from testbed.protocols.gryphon.nodes.ticks import MAX_PIECES
+    # (the real range is ~1.7e12 ticks wide; 1e8 keeps a regression to 200,000 pieces, not 3.4e9)
+    now = 100_000_007
+    pieces = chop(0, now, 500)
+    assert len(pieces) == MAX_PIECES and pieces[0][0] == 0 and pieces[-1][1] == now
+    assert all(b == c for (_, b), (c, _) in zip(pieces, pieces[1:]))  # contiguous, nothing left out
 
 
 # -- knowledge streams ------------------------------------------------------------------
