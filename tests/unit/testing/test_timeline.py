@@ -14,17 +14,23 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import suite_timeline as TL  # noqa: E402
 
 
+def _inner_timeline(tmp_path: Path, workers: int) -> list:
+    """Run the tests in ``tmp_path`` in an inner pytest session on ``workers`` xdist workers with
+    the real conftest (copied there by the caller) and TESTBED_TEST_TIMELINE; its rows."""
+    out = tmp_path / "tl.csv"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": ""}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
+                        "--dist", "loadfile", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return TL.load(str(out))
+
+
 def test_an_xdist_run_writes_each_phase_once_and_the_summary_names_the_longest_file(tmp_path):
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / "test_a.py").write_text("import time\ndef test_slow():\n    time.sleep(0.6)\n")
     (tmp_path / "test_b.py").write_text("def test_one():\n    pass\ndef test_two():\n    pass\n")
-    out = tmp_path / "tl.csv"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": ""}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                        "loadfile", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    rows = TL.load(str(out))
+    rows = _inner_timeline(tmp_path, workers=2)
     assert sorted((n.split("::")[1], w) for _, n, w, _, _ in rows) == sorted(
         (t, ph) for t in ("test_slow", "test_one", "test_two") for ph in ("setup", "call", "teardown"))
     assert {w for w, *_ in rows} <= {"gw0", "gw1"} and all(b >= a for *_, a, b in rows)
@@ -66,11 +72,5 @@ def test_an_xdist_worker_is_handed_the_longest_file_first(tmp_path):
     (tmp_path / "test_a.py").write_text("import time\nimport pytest\n@pytest.mark.parametrize('i', [1, 2])\n"
                                         "def test_a(i):\n    time.sleep(0.02)\n")
     (tmp_path / "test_z.py").write_text("import time\ndef test_z():\n    time.sleep(0.02)\n")
-    out = tmp_path / "tl.csv"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": ""}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist",
-                        "loadfile", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    calls = sorted((a, n) for _, n, ph, a, _ in TL.load(str(out)) if ph == "call")
+    calls = sorted((a, n) for _, n, ph, a, _ in _inner_timeline(tmp_path, workers=1) if ph == "call")
     assert [n for _, n in calls] == ["test_z.py::test_z", "test_a.py::test_a[1]", "test_a.py::test_a[2]"]
