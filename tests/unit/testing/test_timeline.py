@@ -14,11 +14,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import suite_timeline as TL  # noqa: E402
 
 
-def _inner_timeline(tmp_path: Path, workers: int) -> list:
+def _inner_timeline(tmp_path: Path, workers: int, order: str = "") -> list:
     """Run the tests in ``tmp_path`` in an inner pytest session on ``workers`` xdist workers with
     the real conftest (copied there by the caller) and TESTBED_TEST_TIMELINE; its rows."""
     out = tmp_path / "tl.csv"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": ""}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TESTBED_TEST_TIMELINE": str(out), "CI": "",
+           "TESTBED_TEST_ORDER": order}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
                         "--dist", "loadfile", "-c", os.devnull, "--rootdir", str(tmp_path), str(tmp_path)],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -63,14 +64,19 @@ def test_longest_files_first_keeps_each_files_tests_together_and_in_order():
 
 
 def test_an_xdist_worker_is_handed_the_longest_file_first(tmp_path):
-    """The real conftest in an inner session on one xdist worker: test_z.py, listed as the longest
-    in file_durations.json, runs before test_a.py although it is collected last and has fewer
-    tests (xdist alone would re-sort the files by their number of tests: a first)."""
+    """The real conftest in an inner session on one xdist worker, TESTBED_TEST_ORDER=longest-first:
+    test_z.py, listed as the longest in file_durations.json, runs before test_a.py although it is
+    collected last and has fewer tests (xdist alone re-sorts the files by their number of tests)."""
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (tmp_path / "file_durations.json").write_text('{"test_z.py": 500, "test_a.py": 2}\n')
     # each test takes 20 ms: the timeline is written to the millisecond, two empty tests can share one
     (tmp_path / "test_a.py").write_text("import time\nimport pytest\n@pytest.mark.parametrize('i', [1, 2])\n"
                                         "def test_a(i):\n    time.sleep(0.02)\n")
     (tmp_path / "test_z.py").write_text("import time\ndef test_z():\n    time.sleep(0.02)\n")
-    calls = sorted((a, n) for _, n, ph, a, _ in _inner_timeline(tmp_path, workers=1) if ph == "call")
+    calls = sorted((a, n) for _, n, ph, a, _ in _inner_timeline(tmp_path, workers=1, order="longest-first")
+                   if ph == "call")
     assert [n for _, n in calls] == ["test_z.py::test_z", "test_a.py::test_a[1]", "test_a.py::test_a[2]"]
+    # opt-in: without TESTBED_TEST_ORDER, xdist's own order (more tests first)
+    (tmp_path / "tl.csv").unlink()
+    calls = sorted((a, n) for _, n, ph, a, _ in _inner_timeline(tmp_path, workers=1) if ph == "call")
+    assert [n for _, n in calls] == ["test_a.py::test_a[1]", "test_a.py::test_a[2]", "test_z.py::test_z"]
