@@ -278,7 +278,7 @@ def _attribute(ctx: BatchContext, missing: DataFrame) -> DataFrame:
 
 
 def _dead_clients(ctx: BatchContext) -> DataFrame:
-    """``checks._dead_clients`` run by run: [client, fault, lo] (namespaced client)."""
+    """``checks._dead_clients`` run by run: [client, fault, lo, hi, why] (namespaced client)."""
     crashes: dict[str, list] = {}
     for rid, rc in ctx.runs.items():
         for w in rc.windows:
@@ -291,8 +291,14 @@ def _dead_clients(ctx: BatchContext) -> DataFrame:
             rid, node = r["node"].split(SEP, 1)
             hit = next(((f, lo) for f, lo, t in crashes.get(rid, []) if node in t), None)
             if hit is not None:
-                rows.append((r["client"], hit[0], float(hit[1])))
-    return ctx.spark.createDataFrame(rows, "client string, fault int, lo double")
+                rows.append((r["client"], hit[0], float(hit[1]), None, K.LOST_WITH_BROKER))
+        by_run: dict[str, list] = {}
+        for r in ctx.df("move_step").where(F.col("step") == "xfer_adopt").select("node", "client", "t_rel_s").collect():
+            rid, node = r["node"].split(SEP, 1)
+            by_run.setdefault(rid, []).append((node, r["client"], r["t_rel_s"]))
+        for rid, adopts in by_run.items():
+            rows += K.adopted_rows(adopts, crashes.get(rid, []), ctx.options.fault_margin_s)
+    return ctx.spark.createDataFrame(rows, K.DEAD_CLIENTS)
 
 
 def _missing(ctx: BatchContext) -> tuple[DataFrame, dict[str, dict[str, str]]]:

@@ -531,28 +531,57 @@ def dead_copies(client_state: DataFrame, node_start: DataFrame) -> DataFrame:
             .join(live, on="client", how="left_anti").distinct())
 
 
+DEAD_CLIENTS = "client string, fault int, lo double, hi double, why string"
+LOST_WITH_BROKER = "client lost with its broker"
+ADOPTED = "client started again from (4) by its restarted target"
+
+
+def adopted_rows(adopts: list[tuple[str, str, float]], crashes: list[tuple[int, float, set]],
+                 margin_s: float) -> list[tuple]:
+    """Rows of :data:`DEAD_CLIENTS` for clients a restarted target started from (4) (``xfer_adopt``:
+    its queued copy died with the crash). Until then the client existed nowhere: what reached the
+    restarted broker for it was dropped, after the crash's window (which ends at the re-sync). From
+    the crash's window to the adoption (+ ``margin_s``) its misses are the crash's. ``adopts``:
+    [(node, client, adopt_s)]; ``crashes``: [(fault, lo, targets)]. Pure."""
+    rows = []
+    for node, client, t in adopts:
+        hit = max(((f, lo) for f, lo, targets in crashes if node in targets and lo <= t), key=lambda x: x[1],
+                  default=None)
+        if hit is not None:
+            rows.append((client, hit[0], float(hit[1]), float(t) + margin_s, ADOPTED))
+    return rows
+
+
 def _dead_clients(ctx: AnalysisContext) -> DataFrame:
-    """[client, fault, lo]: each client lost in a crash, with the crash's fault index and the start of
-    its attribution window (crashes of the fault windows only: a crash seen only in the history
-    attributes nothing here)."""
+    """[client, fault, lo, hi, why]: each client lost in a crash (hi null: to the end), with the
+    crash's fault index and the start of its attribution window (crashes of the fault windows only:
+    a crash seen only in the history attributes nothing here); and each client a restarted target
+    started from (4), up to then (:func:`adopted_rows`)."""
     crashes = [(w.fault, w.attribution_window(ctx.options.fault_margin_s)[0], set(w.targets))
                for w in ctx.windows if w.attributable and "crash" in w.ops]
     rows = []
-    for r in dead_copies(ctx.df("client_state"), ctx.df("node_start")).collect():
-        hit = next(((f, lo) for f, lo, t in crashes if r["node"] in t), None)
-        if hit is not None:
-            rows.append((r["client"], hit[0], float(hit[1])))
-    return ctx.spark.createDataFrame(rows, "client string, fault int, lo double")
+    if crashes:
+        for r in dead_copies(ctx.df("client_state"), ctx.df("node_start")).collect():
+            hit = next(((f, lo) for f, lo, t in crashes if r["node"] in t), None)
+            if hit is not None:
+                rows.append((r["client"], hit[0], float(hit[1]), None, LOST_WITH_BROKER))
+        adopts = [(r["node"], r["client"], r["t_rel_s"]) for r in
+                  ctx.df("move_step").where(F.col("step") == "xfer_adopt").select("node", "client", "t_rel_s").collect()]
+        rows += adopted_rows(adopts, crashes, ctx.options.fault_margin_s)
+    return ctx.spark.createDataFrame(rows, DEAD_CLIENTS)
 
 
 def attribute_to_dead_clients(missing: DataFrame, dead: DataFrame) -> DataFrame:
     """A client that died with its broker (section 4.1) misses everything after the crash, not only
-    inside the crash's window: its unattributed misses from the window's start on are the crash's."""
-    d = dead.select("client", F.col("fault").alias("d_fault"), F.col("lo").alias("d_lo"))
-    newly = F.col("fault").isNull() & F.col("d_lo").isNotNull() & (F.col("pub_s") >= F.col("d_lo"))
+    inside the crash's window: its unattributed misses from the window's start on are the crash's
+    (``hi`` null); a client started again from (4) by its restarted target, those up to ``hi``."""
+    d = dead.select("client", F.col("fault").alias("d_fault"), F.col("lo").alias("d_lo"),
+                    F.col("hi").alias("d_hi"), F.col("why").alias("d_why"))
+    newly = (F.col("fault").isNull() & F.col("d_lo").isNotNull() & (F.col("pub_s") >= F.col("d_lo"))
+             & (F.col("d_hi").isNull() | (F.col("pub_s") <= F.col("d_hi"))))
     return (
         missing.join(d, on="client", how="left")
-        .withColumn("fault_source", F.when(newly, F.lit("client lost with its broker")).otherwise(F.col("fault_source")))
+        .withColumn("fault_source", F.when(newly, F.col("d_why")).otherwise(F.col("fault_source")))
         .withColumn("fault", F.when(newly, F.col("d_fault")).otherwise(F.col("fault")))
         .groupBy("client", "pub_id", "publisher", "pub_s")
         .agg(F.min("fault").alias("fault"), F.first("fault_source").alias("fault_source"))
