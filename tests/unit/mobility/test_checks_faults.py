@@ -132,6 +132,19 @@ def test_a_covering_move_cut_by_a_fault_on_its_path_is_attributed_to_it(spark, t
     assert not res["P2"].passed and res["P2"].violations == 2
 
 
+def crash_run(root, cfgs, logs, restarts, node: str, down: float, up: float):
+    """The run directory of a history with ``node`` crashed at ``down`` and restarted at ``up``
+    (s from the workload start) in its manifest's timeline, as the schedule writes it: (path, manifest)."""
+    run = write_run(root, cfgs, logs, restarts=restarts)
+    m = json.loads((run / "manifest.json").read_text())
+    m["timeline"] = [{"fault": 0, "op": "crash", "target": [node], "planned_s": down, "actual_s": down,
+                      "status": "done", "window": [down, up], "source": f"crash: {node}"},
+                     {"fault": 1, "op": "restart", "target": [node], "planned_s": up, "actual_s": up,
+                      "status": "done", "window": [up, up], "source": f"restart: {node}"}]
+    (run / "manifest.json").write_text(json.dumps(m))
+    return run, m
+
+
 def test_a_client_lost_with_its_broker_has_its_later_misses_attributed_to_the_crash(spark, tmp_path):
     """The target crashes after the commit and restarts early: the moved client (and m-1, hosted
     there) is gone for the rest of the run, beyond the crash's attribution window. P4 attributes
@@ -143,13 +156,7 @@ def test_a_client_lost_with_its_broker_has_its_later_misses_attributed_to_the_cr
     cfgs, logs, restarts = simulate(tmp_path, [(0.0, move("m-0", "b6")), (2.3, crash("b6")),
                                                (2.6, restart("b6"))], rate=100.0, delays=None)
     assert [r["outcome"] for r in logs if r["ev"] == "move_end"] == ["commit"]
-    run = write_run(tmp_path / "run", cfgs, logs, restarts=restarts)
-    m = json.loads((run / "manifest.json").read_text())
-    m["timeline"] = [{"fault": 0, "op": "crash", "target": ["b6"], "planned_s": 2.3, "actual_s": 2.3,
-                      "status": "done", "window": [2.3, 2.6], "source": "crash: b6"},
-                     {"fault": 1, "op": "restart", "target": ["b6"], "planned_s": 2.6, "actual_s": 2.6,
-                      "status": "done", "window": [2.6, 2.6], "source": "restart: b6"}]
-    (run / "manifest.json").write_text(json.dumps(m))
+    run, _ = crash_run(tmp_path / "run", cfgs, logs, restarts, "b6", 2.3, 2.6)
     res = results(spark, run)
     assert res["P4"].passed, (res["P4"].violations, res["P4"].examples[:3], res["P4"].details)
     assert res["P2"].details["clients_lost_in_crashes"] == 2  # m-0 (moved there), m-1
@@ -173,13 +180,7 @@ def test_a_client_started_again_from_4_by_its_restarted_target_has_the_misses_be
     cfgs, logs, restarts = simulate(tmp_path, [(0.0, move("m-0", "b6")), (1.0, crash("b6")),
                                                (2.0, restart("b6"))], rate=100.0)
     assert ("b1", "xfer_resent") in steps(logs) and ("b6", "xfer_adopt") in steps(logs)
-    run = write_run(tmp_path / "run", cfgs, logs, restarts=restarts)
-    m = json.loads((run / "manifest.json").read_text())
-    m["timeline"] = [{"fault": 0, "op": "crash", "target": ["b6"], "planned_s": 1.0, "actual_s": 1.0,
-                      "status": "done", "window": [1.0, 2.0], "source": "crash: b6"},
-                     {"fault": 1, "op": "restart", "target": ["b6"], "planned_s": 2.0, "actual_s": 2.0,
-                      "status": "done", "window": [2.0, 2.0], "source": "restart: b6"}]
-    (run / "manifest.json").write_text(json.dumps(m))
+    run, m = crash_run(tmp_path / "run", cfgs, logs, restarts, "b6", 1.0, 2.0)
     res = results(spark, run)
     assert res["P4"].passed, (res["P4"].violations, res["P4"].examples[:3], res["P4"].details)
     assert res["P4"].attributed > 0 and res["P1"].passed and res["P3"].passed
