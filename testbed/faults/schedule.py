@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -474,8 +475,6 @@ class ScheduleRunner:
         if a.call.get("any"):
             # one request, many copies (e.g. a move sent to every broker): its id lets the node that
             # acted on it, and whoever inherits its state, know a late copy of the same request
-            import uuid
-
             args["req"] = entry["req"] = uuid.uuid4().hex[:12]
         replies = self.controls.call_many([(n, str(a.call["op"]), args) for n in targets])
         status, ok, error = call_outcome(a, replies)

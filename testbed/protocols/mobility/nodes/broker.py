@@ -156,7 +156,7 @@ class MobilityBroker(Broker):
         self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
         self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
-        # wave -> [deficit, parent (None = root), mid, {neighbour: its messages not acknowledged}]
+        # wave -> [{neighbour: its messages not acknowledged yet} (the deficit), parent (None = root), mid]
         self.waves: dict[str, list[Any]] = {}
         self.down_peers: set[str] = set()  # neighbours whose connection is lost (until it is back)
         self.traffic: dict[str, dict[str, dict[str, int]]] = {}
@@ -687,9 +687,7 @@ class MobilityBroker(Broker):
         super().on_peer_down(peer)
         self.down_peers.add(peer)
         for wave, st in list(self.waves.items()):
-            n = st[3].pop(peer, 0)
-            if n:
-                st[0] -= n
+            if st[0].pop(peer, 0):
                 self.rt.log("move_step", mid=st[2], client=st[2].rsplit("#", 1)[0], step="wave_peer_lost")
                 self._wave_check(wave)
 
@@ -732,7 +730,7 @@ class MobilityBroker(Broker):
         self.rt.log("client_state", mid=mid, client=c.client, copy="src", state="stopped")
         co.state = "wait"
         wave = mid + "/u"
-        self.waves[wave] = [0, None, mid, {}]
+        self.waves[wave] = [{}, None, mid]
         self.table.cause = mid
         for sid in list(c.subs):
             self.rt.log("unsubscribe", client=c.client, sub_id=sid, broker=self.name)
@@ -762,7 +760,7 @@ class MobilityBroker(Broker):
         self.rt.log("subscribe", client=client, sub_id=sid, filter=c.filter, broker=self.name)
         self.rt.log("rt_change", mid=mid, id=sid, owner=client, op="add", table="prt", hop="@" + client)
         wave = mid + "/s"
-        self.waves[wave] = [0, None, mid, {}]
+        self.waves[wave] = [{}, None, mid]
         self.coords[mid] = Coord(mid, "tgt", client, path, self.rt.mono_ns(), {})
         self.table.cause = mid
         self._wave_emit(wave, self.table.subscribe(sid, parse_cached(c.filter), "@" + client))
@@ -801,12 +799,11 @@ class MobilityBroker(Broker):
             self.counters[o.kind + "_out"] += 1
             self._send_m(o.dst, m)
             if o.dst not in self.down_peers:  # to a lost neighbour the message is dropped: no ack will come
-                st[0] += 1
-                st[3][o.dst] = st[3].get(o.dst, 0) + 1
+                st[0][o.dst] = st[0].get(o.dst, 0) + 1
 
     def _wave_check(self, wave: str) -> None:
         st = self.waves.get(wave)
-        if st is None or st[0] > 0:
+        if st is None or st[0]:
             return
         del self.waves[wave]
         parent, mid = st[1], st[2]
@@ -827,7 +824,7 @@ class MobilityBroker(Broker):
         wave, mid, k = msg["w"], msg.get("mid", ""), msg["k"]
         first = wave not in self.waves
         if first:
-            self.waves[wave] = [0, src, mid, {}]
+            self.waves[wave] = [{}, src, mid]
         self.table.cause = mid
         try:
             if k == "sub":
@@ -856,10 +853,13 @@ class MobilityBroker(Broker):
         if st is None:
             self._bad(src, msg, "ack of an unknown wave")
             return
-        if st[3].get(src, 0) <= 0:
+        n = st[0].get(src, 0)
+        if n <= 0:
             return  # a late ack from a neighbour the wave stopped waiting for (its connection was lost)
-        st[3][src] -= 1
-        st[0] -= 1
+        if n == 1:
+            del st[0][src]
+        else:
+            st[0][src] = n - 1
         self._wave_check(msg["w"])
 
     # -- publications -------------------------------------------------------------
