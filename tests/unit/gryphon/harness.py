@@ -278,3 +278,13 @@ def history_violations(events: list[dict[str, Any]], *, exclude_brokers: set[str
                 missing_streams += 1
     return {"duplicates": dup, "order": order, "gaps": gaps, "unpublished": unpublished,
             "missing_streams": missing_streams}
+
+
+def skip_gaps(self):
+    """A broken ``SubendStream._advance`` for the tests that must see the checker fail: it delivers
+    whatever is known, ignoring Q ticks (no doubt horizon)."""
+    end = self.k.end()
+    out = [(t, self.k.data[t]) for t in self.k.d_in(self.td, end)]
+    self.td = max(self.td, end)
+    self.k.ack(self.td)
+    return out
