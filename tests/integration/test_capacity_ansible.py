@@ -40,8 +40,8 @@ hosts:
 """
 
 
-def topology(tmp_path: Path, name: str, *, duration: str = "12s", rate: int = 3000, b1_host: str = "h1",
-             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}", memory: str = "",
+def topology(tmp_path: Path, name: str, *, duration: str = "14s", rate: int = 3000, b1_host: str = "h1",
+             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 7s}", memory: str = "",
              h1_runtime: str = "process") -> Path:
     """test_capacity_local's topology (b1 with cpu: 0.2, b2, publishers at b1) on two SSH hosts:
     b1 and the publishers on ``b1_host``, b2 and the subscriber on h2."""
