@@ -36,6 +36,9 @@ from testbed.experiments.grid import Explanation, Figure, Grid, Paper, Reference
 SHAPES = (0.901, 0.349)
 LABEL = {0.901: "0.901 (geographic)", 0.349: "0.349 (spray-and-diffuse)"}
 BW_RATE = {"quick": 1000, "paper": 5000}  # the rate point Figs 11-12 are drawn at
+# the rate of the pipeline grid (deviation 9 on and off): each scale's lowest sweep rate, where both
+# shapes keep up, so the difference is the chains' route, not queueing
+PIPELINE_RATE = {"quick": 250, "paper": 1000}
 CHECK_SET = {"reliable": {"ens": "reliable", "duration": "6s"},
              "unreliable": {"ens": "unreliable", "duration": "6s", "loss": "3%", "retry": "500ms",
                             "ttl": "5ms", "jitter": "15ms", "reorder": "true"}}
@@ -392,8 +395,9 @@ def analyze(ctx) -> None:
     from testbed.protocols.ordering.analysis.runs import run_row, spark_checks, spark_metrics
 
     rate_dirs, subs_dirs = ctx.run_dirs("rate"), ctx.run_dirs("subs")
+    pipe_dirs = ctx.run_dirs("pipeline") if ctx.wants(9) else {}
     check_dirs = {**ctx.run_dirs("check-reliable"), **ctx.run_dirs("check-unreliable")}
-    dirs = {**rate_dirs, **subs_dirs}
+    dirs = {**rate_dirs, **subs_dirs, **pipe_dirs}
     summary, bw = spark_metrics(ctx.spark, dirs) if dirs else ({}, {})
     rate_rows = [run_row(d, summary.get(k, {})) for k, d in rate_dirs.items()]
     subs_rows = [run_row(d, summary.get(k, {})) for k, d in subs_dirs.items()]
@@ -435,6 +439,8 @@ def analyze(ctx) -> None:
         rows = predicted_rows(pred, {k: run_row(d, summary.get(k, {})) for k, d in rate_dirs.items()},
                               {k: {srv: v["outgoing_pct"] for srv, v in bw.get(k, {}).items()} for k in rate_dirs},
                               BW_RATE[scale], ctx.figs)
+        if pipe_dirs:
+            rows += _pipeline_evidence(ctx, rate_dirs, pipe_dirs, summary)
         if rows:
             ctx.numbers["predicted"] = rows
             write_csv("predicted.csv", [{"figure": r["figure"], "series": r["series"], "quantity": r["quantity"],
@@ -480,6 +486,53 @@ def _measure_bw(ctx, per_shape, pred, rate_dirs, summary) -> None:
         ctx.measure(11, meas_tm45=[round(max(d.get("tm4", 0), d.get("tm5", 0)), 1) for d in b901],
                     meas_tm3=[round(d.get("tm3", 0), 1) for d in b901])
         ctx.measure(12, meas_901=[{k: round(v, 1) for k, v in sorted(d.items())} for d in b901])
+
+
+def _pipeline_evidence(ctx, rate_dirs, pipe_dirs, summary) -> list[dict[str, Any]]:
+    """Deviation 9 measured beside Fig 9: the rate grid's runs at ``PIPELINE_RATE`` (the pipeline)
+    against the pipeline grid's (the paper's routing), with the predictor's values for both."""
+    from testbed.protocols.ordering.analysis.runs import run_row
+
+    rate = PIPELINE_RATE[ctx.scale]
+    with_dirs = {k: d for k, d in rate_dirs.items() if run_row(d, {})["rate"] == rate}
+    rows_with = {k: run_row(d, summary.get(k, {})) for k, d in with_dirs.items()}
+    rows_without = {k: run_row(d, summary.get(k, {})) for k, d in pipe_dirs.items()}
+    return pipeline_rows(rows_with, rows_without, _predict_runs(with_dirs), _predict_runs(pipe_dirs), rate)
+
+
+def pipeline_rows(rows_with: dict[str, dict[str, Any]], rows_without: dict[str, dict[str, Any]],
+                  pred_with: dict[str, dict[str, Any]], pred_without: dict[str, dict[str, Any]],
+                  rate: int) -> list[dict[str, Any]]:
+    """Fig 9's measured-vs-predicted rows for deviation 9 (the pipeline): per shape, the mean
+    latency with the paper's routing and what the pipeline adds (with - without), one value per
+    seed (a seed is a repeat: both grids draw the same subscriptions for the same repeat).
+
+    ``rows_*``: run key -> ``run_row`` (shape, repeat, latency_mean_ms); ``pred_*``: run key -> the
+    predictor's result for that run's plan (``latency_mean_ms``: chain latency without queueing)."""
+    def by_seed(rows, pred, shape):
+        m = {r["repeat"]: r.get("latency_mean_ms") for r in rows.values() if r["shape"] == shape}
+        p = {rows[k]["repeat"]: v["latency_mean_ms"] for k, v in pred.items()
+             if k in rows and rows[k]["shape"] == shape}
+        return m, p
+
+    out: list[dict[str, Any]] = []
+    for shape in SHAPES:
+        mw, pw = by_seed(rows_with, pred_with, shape)
+        mo, po = by_seed(rows_without, pred_without, shape)
+        seeds = sorted(set(mo))
+        if not seeds:
+            continue
+        out.append({"figure": 9, "series": f"shape {shape}",
+                    "quantity": f"mean latency (ms) at {rate} req/s, the paper's routing (deviation 9 off)",
+                    "measured": [mo.get(s) for s in seeds], "predicted": [po.get(s) for s in seeds]})
+        both = [s for s in seeds if mw.get(s) is not None and mo.get(s) is not None]
+        if both:
+            out.append({"figure": 9, "series": f"shape {shape}",
+                        "quantity": f"latency the pipeline adds (ms) at {rate} req/s (deviation 9: with - without)",
+                        "measured": [mw[s] - mo[s] for s in both],
+                        "predicted": [pw[s] - po[s] if pw.get(s) is not None and po.get(s) is not None else None
+                                      for s in both]})
+    return out
 
 
 # ------------------------------------------------------------------------------ the predictor, beside the runs
@@ -588,7 +641,7 @@ PAPER = Paper(
                (Reference(46, 10, LABEL[0.349], "about 46 at 10 topics/subscriber, shape 0.349"),
                 Reference(17, 10, LABEL[0.901], "about 17 at 10 topics/subscriber, shape 0.901"))),
         Figure(8, "std dev of the timestamp size", ("fig7",), _STATED[8]),
-        Figure(9, "mean end-to-end latency vs event rate", ("rate",), _STATED[9],
+        Figure(9, "mean end-to-end latency vs event rate", ("rate", "pipeline"), _STATED[9],
                (Reference(300, None, LABEL[0.901], "< 300 ms with 0.901 up to 10000 events/s"),)),
         Figure(10, "throughput vs event rate", ("rate",), _STATED[10],
                (Reference(4000, 5000, LABEL[0.901], "0.901 peaks above 4k timestamps/s at 5000 requests/s"),)),
@@ -601,6 +654,9 @@ PAPER = Paper(
         Grid("fig7", FIG7_TOPOLOGY, compute=_tssize_row, pass_scale=False),
         Grid("rate", "fig09-{scale}.yaml"),
         Grid("subs", "fig13-{scale}.yaml"),
+        # deviation 9 measured: the sweep's lowest rate (both shapes keep up) with the paper's routing
+        Grid("pipeline", "fig09-{scale}.yaml", set={"pipeline": "false"},
+             points={sc: [{"shape": sh, "rate": r} for sh in SHAPES] for sc, r in PIPELINE_RATE.items()}),
         Grid("check-reliable", "smoke.yaml", set=CHECK_SET["reliable"], repeats={"quick": 1, "paper": 1},
              pass_scale=False),
         Grid("check-unreliable", "smoke.yaml", set=CHECK_SET["unreliable"], repeats={"quick": 1, "paper": 1},

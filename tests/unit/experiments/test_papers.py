@@ -399,6 +399,39 @@ def test_ordering_predicted_rows_pair_each_seed_with_its_prediction():
     assert not O.predicted_rows(pred, rows, bw, 1000, [10])
 
 
+def test_ordering_pipeline_rows_pair_each_seed_with_and_without_deviation_9():
+    def rows(lat):  # shape -> latency per repeat
+        return {f"{sh}/{r}": {"shape": sh, "repeat": r, "latency_mean_ms": lat[sh][r]} for sh in lat for r in range(3)}
+
+    with_ = rows({0.901: [300.0, 310.0, 320.0], 0.349: [700.0, 720.0, 740.0]})
+    without = rows({0.901: [250.0, 255.0, 260.0], 0.349: [500.0, 510.0, None]})  # one seed without a latency
+    pw = {k: {"latency_mean_ms": 280.0} for k in with_}
+    po = {k: {"latency_mean_ms": 240.0} for k in without}
+    out = O.pipeline_rows(with_, without, pw, po, 250)
+    q = {(x["series"], x["quantity"].split(" (")[0]): x for x in out}
+    assert {x["figure"] for x in out} == {9}
+    off = q[("shape 0.349", "mean latency")]
+    assert off["measured"] == [500.0, 510.0, None] and off["predicted"] == [240.0] * 3
+    adds = q[("shape 0.349", "latency the pipeline adds")]
+    assert adds["measured"] == [200.0, 210.0] and adds["predicted"] == [40.0, 40.0]  # the seed without: left out
+    assert q[("shape 0.901", "latency the pipeline adds")]["measured"] == [50.0, 55.0, 60.0]
+    assert O.pipeline_rows(with_, {}, pw, {}, 250) == []  # no runs without the pipeline: no rows
+
+
+def test_ordering_fig9_runs_the_pipeline_grid_at_the_lowest_sweep_rate():
+    from testbed.experiments import topologies
+    from testbed.experiments.runner import plan_work
+
+    assert {g.name for g in O.PAPER.grids_for([9])} >= {"rate", "pipeline"}
+    for scale in ("quick", "paper"):
+        work = [(w, pt) for w, pt, _ in plan_work(O.PAPER, scale, [9], None) if w.grid.name == "pipeline"]
+        assert len(work) == 2 * 3, scale  # two shapes x 3 seeds
+        assert {(pt["shape"], pt["rate"]) for _, pt in work} == {(sh, O.PIPELINE_RATE[scale]) for sh in O.SHAPES}
+        assert all(w.plan.to_dict()["params"]["pipeline"] is False for w, _ in work)
+        sweep = topologies.find("ordering", f"fig09-{scale}.yaml").read_text()
+        assert f"rate: [{O.PIPELINE_RATE[scale]}," in sweep  # the sweep's lowest rate
+
+
 def test_ordering_fig7_judges_the_paper_range_only():
     # reversed at k=1 (below the paper's leftmost 10 topics/subscriber): reported, not judged
     rows = _rows7([1.2, 17, 950], [1.1, 46, 990])
