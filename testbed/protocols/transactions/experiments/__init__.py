@@ -48,6 +48,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     CALIBRATION,
     CHECKS_REQUIRED,
     COUNTS,
+    FIG6_REPEATS,
     Config,
     FIG9,
     LABEL,
@@ -73,6 +74,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     config_name,
     configs,
     point_of,
+    tx_count,
 )
 from testbed.protocols.transactions.experiments.wait import (  # noqa: F401  (the paper's names, as one module had them)
     _FAILED_LOCK,
@@ -105,14 +107,15 @@ PAPER = Paper(
     grids=(
         Grid("base", "reproduce.yaml", points={s: _points(s, None, [0], "seq") for s in SCALES},
              repeats={s: SEEDS for s in SCALES}),
-        Grid("fig6", "reproduce.yaml", points={s: _fig6_points(s) for s in SCALES}, repeats={s: SEEDS for s in SCALES}),
+        Grid("fig6", "reproduce.yaml", points={s: _fig6_points(s) for s in SCALES}, repeats=FIG6_REPEATS),
         Grid("fig7", "reproduce.yaml", points={s: _points(s, "threads", [n for n in COUNTS[s] if n > 1], "conc")
                                                for s in SCALES}, repeats={s: SEEDS for s in SCALES}),
         Grid("fig8", "reproduce.yaml", points={s: _points(s, "instances", [n for n in COUNTS[s] if n > 1], "conc")
                                                for s in SCALES}, repeats={s: SEEDS for s in SCALES}),
         Grid("fig9", "fig9.yaml", points={s: [{"variant": v, **FIG9[s]} for v in TX_VARIANTS] for s in SCALES},
              repeats={s: SEEDS for s in SCALES}),
-        *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES}, repeats={s: SEEDS for s in SCALES},
+        *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES},
+               repeats=FIG6_REPEATS if g == "wait-overlays" else {s: SEEDS for s in SCALES},
                compute=search) for g in WAIT_GRIDS),
     ),
     analyze=analyze,

@@ -10,7 +10,7 @@ from typing import Any
 from testbed.protocols.transactions.experiments.claims import (check_row, claims_5, claims_6, claims_7, claims_8,
                                                                claims_9, claims_checks, claims_wait)
 from testbed.protocols.transactions.experiments.grids import (COUNTS, FIG9, OVERLAYS, SEEDS, THROUGHPUT, TX_VARIANTS, TXS,
-                                                              WAIT_GRIDS, configs)
+                                                              WAIT_GRIDS, configs, tx_count)
 
 # ------------------------------------------------------------------------------ analyze
 # The history checks run on every run (batched: protocols/transactions/analysis/batch.py).
@@ -135,8 +135,9 @@ def analyze(ctx) -> None:
     # measured for the explanations: the transactions per run, the regular rate of Fig 9
     for f in (5, 6):
         ctx.measure(f, tx_per_run=TXS[scale]["seq"])
+    conc = [tx_count(scale, "conc", n) for n in COUNTS[scale] if n > 1]
     for f in (7, 8):
-        ctx.measure(f, tx_per_run=TXS[scale]["conc"])
+        ctx.measure(f, tx_per_run=f"{min(conc)}-{max(conc)}")
     rates = sorted({M.setup(d)["regular_rate"] for d in fig9_dirs.values()} - {None})
     if rates:  # the rate the runs' plans had (fig9.yaml: 0.8 of a broker's capacity under the cost)
         ctx.measure(9, regular_rate="/".join(f"{r:g}/s" for r in rates))

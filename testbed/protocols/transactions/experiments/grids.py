@@ -14,18 +14,27 @@ VARIANTS = ("dtx", "dtxni", "stx", "blwait")
 LABEL = {"dtx": "D-TX", "dtxni": "D-TXNI", "stx": "S-TX", "blwait": "BL-WAIT"}
 OVERLAYS = {"single": 1, "line3": 3, "tree5": 5, "tree9": 9}
 SCALES = ("quick", "paper")
-# transactions per run: sequential points (Figs 5, 6) and concurrent ones (Figs 7, 8). The spec
-# proposes 100 per point at quick scale; 10 / 20 keep the whole quick reproduction near 20 min on
-# the 2-core machine (docs/transactions.md, "Reproduce"): a run's fixed costs (start, settle,
-# the timeout's tail, stop) dominate there.
-TXS = {"quick": {"seq": 10, "conc": 20}, "paper": {"seq": 1000, "conc": 1000}}
-# the paper's 1, 2, 5, 10; at quick scale 2 is left out (no claim names it: Fig 7's claims are
-# about 1 -> 10 threads, Fig 8's about 4, 20 and 40 clients = 1, 5, 10 instances)
-COUNTS = {"quick": [1, 5, 10], "paper": [1, 2, 5, 10]}
-# Fig 6's client placements (the paper varies and averages them): at quick scale one (the
-# template's even spread), x 3 seeds; at paper scale 3 placements x 3 seeds
-PLACEMENTS = {"quick": [0], "paper": [0, 1, 2]}
+# transactions per run (issue #30: at least 100 per point and 10 per thread or instance at quick
+# scale). A point is 3 runs (3 seeds; in Fig 6 3 client placements of one seed each), so a
+# sequential run makes 34 (102 per point); a run of n threads or instances makes max(34, 10 n):
+# 34, 50, 100 at 2, 5, 10 (the transactions of a run are split over its threads x instances).
+# Before issue #30 quick ran 10 / 20 per run (2 per thread at 10 threads).
+TXS = {"quick": {"seq": 34, "conc": 34}, "paper": {"seq": 1000, "conc": 1000}}
+PER_THREAD = {"quick": 10, "paper": 0}  # the least transactions per thread or instance of a run
+
+
+def tx_count(scale: str, kind: str, n: int = 1) -> int:
+    """Transactions of one run: ``kind`` seq / conc, ``n`` threads or instances."""
+    return max(TXS[scale][kind], PER_THREAD[scale] * n)
+
+
+# the paper's 1, 2, 5, 10 threads / instances, at both scales
+COUNTS = {"quick": [1, 2, 5, 10], "paper": [1, 2, 5, 10]}
+# Fig 6's client placements, which the paper varies and averages: 3 at both scales; at quick scale
+# one seed each (FIG6_REPEATS), so a point is 3 runs as elsewhere; at paper scale 3 placements x 3 seeds
+PLACEMENTS = {"quick": [0, 1, 2], "paper": [0, 1, 2]}
 SEEDS = 3
+FIG6_REPEATS = {"quick": 1, "paper": SEEDS}  # runs per (placement, overlay, variant) of Fig 6 and its waits
 STEP_MS = 50
 WAIT_START_MS = {"quick": 400, "paper": 2000}  # the search's first probe (the paper starts at 2000 ms)
 # Fig 9: the regular rate is fig9.yaml's own, 0.8 of a broker's capacity under the calibrated cost
@@ -112,9 +121,9 @@ class Config:
 def configs(scale: str) -> list[Config]:
     out = [Config("line3", {"overlay": "line3", "transactions": TXS[scale]["seq"]}, (5, 6, 7, 8))]
     out += [Config(o, {"overlay": o, "transactions": TXS[scale]["seq"]}, (6,)) for o in OVERLAYS if o != "line3"]
-    out += [Config(f"t{n}", {"threads": n, "transactions": TXS[scale]["conc"]}, (7, 8) if n == 10 else (7,))
+    out += [Config(f"t{n}", {"threads": n, "transactions": tx_count(scale, "conc", n)}, (7, 8) if n == 10 else (7,))
             for n in COUNTS[scale] if n > 1]
-    out += [Config(f"i{n}", {"instances": n, "transactions": TXS[scale]["conc"]}, (8,))
+    out += [Config(f"i{n}", {"instances": n, "transactions": tx_count(scale, "conc", n)}, (8,))
             for n in COUNTS[scale] if n > 1]
     return out
 
@@ -163,7 +172,7 @@ def _points(scale: str, key: str | None, xs: list, kind: str) -> list[dict[str, 
     out = []
     for v in TX_VARIANTS:
         for x in xs:
-            p = {"variant": v, "transactions": TXS[scale][kind]}
+            p = {"variant": v, "transactions": tx_count(scale, kind, x if key else 1)}
             if key:
                 p[key] = x
             out.append(p)

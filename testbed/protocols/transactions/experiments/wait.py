@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from testbed.protocols.transactions.experiments.grids import OVERLAYS, SEEDS, STEP_MS, WAIT_START_MS, config_name, point_of
+from testbed.protocols.transactions.experiments.grids import FIG6_REPEATS, OVERLAYS, SEEDS, STEP_MS, WAIT_START_MS, config_name, point_of
 
 # ------------------------------------------------------------------------------ the wait search
 def _next_mid(lo: int, hi: int, step: int) -> int | None:
@@ -219,6 +219,9 @@ def search(plan, ctx) -> dict[str, Any]:
                           "confirmed": w is not None and (w == 0 or probes.get(w - STEP_MS, {}).get("passed") is False)}
     found = searches[key]
     w = found["wait_ms"]
+    # the runs this configuration's grid makes per placement (Fig 6's overlays: FIG6_REPEATS)
+    repeats = FIG6_REPEATS[pt["scale"]] if (pt["overlay"] != "line3" and pt["threads"] == 1
+                                            and pt["instances"] == 1) else SEEDS
     sample: dict[str, Any] = {}
     if w is not None:
         at = (pt["placement"], plan.repeat_index)
@@ -226,7 +229,7 @@ def search(plan, ctx) -> dict[str, Any]:
             sample = next(p for p in found["probes"] if p["wait_ms"] == w)
         elif f"{at[0]}/{at[1]}" in found["samples"]:  # made with the one before it
             sample = found["samples"].pop(f"{at[0]}/{at[1]}")
-        elif two and at[1] + 1 < SEEDS:
+        elif two and at[1] + 1 < repeats:
             # this sample and the next seed's (the runner asks for it next) two at a time
             from concurrent.futures import ThreadPoolExecutor
 
