@@ -90,7 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp.add_argument("--jobs", type=int, metavar="J",
-                    help="runs made at a time (default: each paper's own, docs/experiments.md)")
+                    help="runs made at a time, at most (in all and per paper; default: each paper's own, "
+                         "docs/experiments.md)")
+    sp.add_argument("--cpu-budget", type=float, metavar="CORES",
+                    help="cores the runs that share the machine may keep busy together (default: the machine's); "
+                         "runs of papers marked alone always run with nothing beside them")
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
     sp.add_argument("--compare", metavar="DIR", help="then compare the claims with a reference (a reproduction "
@@ -363,7 +367,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             cmp.side(args.compare, chosen)
         report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                            provider=args.provider, progress=ui.progress_line,
-                           points=parse_points_filter(args.points), jobs=args.jobs)
+                           points=parse_points_filter(args.points), jobs=args.jobs, cpu_budget=args.cpu_budget)
         published = []
         if args.publish:
             from testbed.experiments.publish import publish

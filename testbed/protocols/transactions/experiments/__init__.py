@@ -53,6 +53,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     LABEL,
     OVERLAYS,
     PARALLEL,
+    CPU,
     PLACEMENTS,
     SCALES,
     SEEDS,
@@ -113,8 +114,9 @@ PAPER = Paper(
         Grid("fig9", "fig9.yaml", points={s: [{"variant": v, **FIG9[s]} for v in TX_VARIANTS] for s in SCALES},
              repeats={s: SEEDS for s in SCALES}),
         *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES}, repeats={s: SEEDS for s in SCALES},
-               compute=search) for g in WAIT_GRIDS),
+               compute=search, makes_runs=True) for g in WAIT_GRIDS),
     ),
     analyze=analyze,
     parallel=PARALLEL,
+    cpu=CPU,
 )
