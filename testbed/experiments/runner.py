@@ -572,9 +572,9 @@ class PaperWork:
         return one * (self.jobs if g.compute is not None else 1)
 
     def slots_of(self, w: Work) -> int:
-        if w.grid.compute is None:
-            return 1
-        return self.jobs if w.grid.makes_runs else 0
+        """Runs at a time the item counts for: a search making runs its ``jobs``, any other one (a
+        pure computed entry too: made one at a time when the paper makes runs one at a time)."""
+        return self.jobs if w.grid.compute is not None and w.grid.makes_runs else 1
 
     def left(self) -> list[Cost]:
         done = set(self.started)

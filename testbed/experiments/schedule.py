@@ -151,6 +151,8 @@ def execute(pool: Pool, *, budget: float, jobs: int | None = None, caps: dict[st
                 item = futures.pop(fut)
                 pool.running.remove(item)
                 e = fut.exception()
+                if e is not None and not isinstance(e, Exception):
+                    raise e  # an interrupt raised in the item (KeyboardInterrupt, SystemExit) stops everything
                 if e is not None:
                     fail(item, e)
                     continue
