@@ -2,12 +2,12 @@
 
 A paper is a protocol's experiments part (``testbed/experiments/<protocol>.py``, or the
 ``EXPERIMENTS`` module of a protocol plugin; the registry in ``testbed.protocols`` finds both)
-defining ``PAPER`` (a :class:`~testbed.experiments.grid.Paper`): its figures, the grids of runs
+defining ``PAPER`` (a :class:`~testbed.experiments.grid.Paper`; or ``PAPERS``, a list of them): its figures, the grids of runs
 they are drawn from, and ``analyze(ctx)`` (figures and claims from the finished runs, read through
 ``testbed.analysis``). More paper modules can be named in ``$TESTBED_EXPERIMENTS``
 (comma-separated module names; the tests use it for a tiny paper).
 
-    testbed reproduce {all|<paper>} [--scale quick|paper] [--fig N] [--points k=v,...] [--provider P] [--out DIR]
+    testbed reproduce {all|<paper> [<paper> ...]} [--scale quick|paper] [--fig N] [--points k=v,...] [--jobs J] [--cpu-budget CORES] [--out DIR]
 
 writes ``<out>/<paper>/`` per paper and ``<out>/REPORT.md`` + ``<out>/index.html`` over every paper
 reproduced in ``<out>`` (see docs/architecture.md, "Experiments").
@@ -40,9 +40,9 @@ def papers() -> dict[str, Paper]:
     out: dict[str, Paper] = {}
     for name in _modules():
         mod = importlib.import_module(name)
-        paper = getattr(mod, "PAPER", None)
-        if isinstance(paper, Paper):
-            out[paper.name] = paper
+        for paper in (getattr(mod, "PAPER", None), *getattr(mod, "PAPERS", ())):
+            if isinstance(paper, Paper):
+                out[paper.name] = paper
     return dict(sorted(out.items()))
 
 
@@ -56,13 +56,13 @@ def paper_names() -> list[str]:
     return sorted(set(names))
 
 
-def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = None,
+def reproduce(target: str | list[str], *, scale: str = "quick", figs: list[int] | None = None,
               out_dir: str | Path = "reproductions", runs_dir: str | None = None, provider: str | None = None,
               progress: Callable[[str], None] = lambda s: None, points: dict[str, Any] | None = None,
               on_step: Callable[[dict[str, Any]], None] | None = None,
               spark_master: str | None = None, jobs: int | None = None,
               cpu_budget: float | None = None) -> Path:
-    """Reproduce one paper (or ``all``); returns the path of ``REPORT.md`` (``index.html`` beside it).
+    """Reproduce one paper, several (a list) or ``all``; returns the path of ``REPORT.md`` (``index.html`` beside it).
 
     Every chosen paper's pending runs are scheduled together (docs/experiments.md, "How runs are
     scheduled"): runs that measure CPU or throughput (``Paper.alone``) alone, the others side by
@@ -77,14 +77,20 @@ def reproduce(target: str, *, scale: str = "quick", figs: list[int] | None = Non
     from testbed.experiments.runner import reproduce_papers
 
     have = papers()
-    if target == "all":
+    names = [target] if isinstance(target, str) else list(dict.fromkeys(target))
+    if names == ["all"]:
         if figs:
             raise UsageError("--fig selects figures of one paper; not with `all`")
         chosen = list(have.values())
-    elif target in have:
-        chosen = [have[target]]
     else:
-        raise UsageError(f"no reproduction for {target!r} (have: {', '.join(['all', *have])})")
+        bad = [n for n in names if n not in have]
+        if bad or not names:
+            raise UsageError(f"no reproduction for {', '.join(map(repr, bad)) or 'nothing'} "
+                             f"(have: {', '.join(['all', *have])}; `all` alone)")
+        if figs and len(names) > 1:
+            raise UsageError("--fig selects figures of one paper; not with several")
+        chosen = [have[n] for n in names]
+    target = "all" if names == ["all"] else ",".join(names)
     out = Path(out_dir)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     s = reproduce_papers(chosen, scale, figs, out, runs_dir=runs_dir, provider=provider, progress=progress,
