@@ -45,8 +45,9 @@ class Grid:
     of the plan, such as a figure's sizes computed from the placement; or an entry that makes runs
     of its own, such as a search): ``compute(plan, ctx) -> dict`` stored in the index instead of a
     run directory; ``ctx`` is the reproduction's :class:`testbed.experiments.runner.ComputeContext`.
-    ``makes_runs``: a computed entry that makes runs of its own (``ctx.jobs`` at a time), so the
-    scheduler counts them against the CPU budget and the runs at a time.
+    ``makes_runs``: a computed entry that makes runs of its own: the most it makes at once (when
+    ``ctx.jobs`` allows), so the scheduler counts them against the CPU budget and the runs at a
+    time (0: it makes none).
     ``alone``: the grid's runs measure CPU or throughput and must have the machine to themselves
     (None: the paper's :attr:`Paper.alone`). ``cpu``: the cores one of its runs keeps busy, declared
     (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
@@ -61,7 +62,7 @@ class Grid:
     analyze: bool = False
     compute: Callable[[Any, Any], dict[str, Any]] | None = None
     pass_scale: bool = True  # add ``scale=<scale>`` to the --set values
-    makes_runs: bool = False
+    makes_runs: int = 0
     alone: bool | None = None
     cpu: dict[str, float] | None = None  # per scale
 

@@ -562,19 +562,22 @@ class PaperWork:
     # -- costs -----------------------------------------------------------------------------------
     def cpu_of(self, w: Work) -> float:
         """Cores one item of ``w``'s grid keeps busy: the mean measured on the grid's runs (this
-        reproduction's or the index's), else the declared; a search making ``jobs`` runs at once
-        that many; a pure computed entry a tenth of a core."""
+        reproduction's or the index's), else the declared; a search making runs that many times
+        the runs it makes at once; a pure computed entry a tenth of a core."""
         g = w.grid
         if g.compute is not None and not g.makes_runs:
             return 0.1
         xs = self.cores.get(g.name)
         one = sum(xs) / len(xs) + CONTROLLER_CPU if xs else self.paper.cpu_for(g, self.scale)
-        return one * (self.jobs if g.compute is not None else 1)
+        return one * self.slots_of(w)
 
     def slots_of(self, w: Work) -> int:
-        """Runs at a time the item counts for: a search making runs its ``jobs``, any other one (a
-        pure computed entry too: made one at a time when the paper makes runs one at a time)."""
-        return self.jobs if w.grid.compute is not None and w.grid.makes_runs else 1
+        """Runs at a time the item counts for: a computed entry that makes runs the most it makes at
+        once (``Grid.makes_runs``, at most the paper's jobs), any other one (a pure computed entry
+        too: made one at a time when the paper makes runs one at a time)."""
+        if w.grid.compute is not None and w.grid.makes_runs:
+            return max(1, min(self.jobs, int(w.grid.makes_runs)))
+        return 1
 
     def left(self) -> list[Cost]:
         done = set(self.started)
@@ -585,7 +588,7 @@ class PaperWork:
         from testbed.experiments.schedule import Item
 
         out = []
-        for i in self.todo:
+        for k, i in enumerate(self.todo):
             w = self.work[i][0]
             alone = self.paper.alone_for(w.grid)
             entry: dict[str, Any] = {}
@@ -593,13 +596,15 @@ class PaperWork:
                 name=f"{self.paper.name}:{entry_name(Entry(w.grid.name, self.work[i][1], self.work[i][2], w.key))}",
                 group=self.paper.name, cpu=self.cpu_of(w), alone=alone, slots=self.slots_of(w),
                 kind="compute" if w.grid.compute is not None else "run",
-                rank=RANK_ALONE if alone else RANK_SHARED,
+                exclusive=f"compute:{self.paper.name}" if w.grid.compute is not None else "",
+                rank=RANK_ALONE if alone else RANK_SHARED, order=k / len(self.todo),
                 start=(lambda i=i, entry=entry: entry.update(self.announce(i))),
                 do=(lambda w=w, entry=entry: self.compute(w, entry) if w.grid.compute is not None
                     else self.make(w, entry)),
                 done=(lambda res, w=w, entry=entry: self.made(w, entry, res))))
         out.append(Item(name=f"{self.paper.name}:analysis", group=self.paper.name, cpu=ANALYSIS_CPU, slots=0,
-                        kind="analysis", last=True, rank=RANK_ANALYSIS, start=self.analysis_starts,
+                        kind="analysis", exclusive="analysis", last=True, rank=RANK_ANALYSIS,
+                        start=self.analysis_starts,
                         do=self.analyze, done=lambda res: None))
         return out
 
@@ -688,7 +693,7 @@ class PaperWork:
                 self.record(w, entry, rd, dt + share)
 
         return Item(name=f"{self.paper.name}:analyse {len(batch)} runs", group=self.paper.name, cpu=ANALYSIS_CPU,
-                    slots=0, kind="analysis", rank=RANK_BATCH, do=run, done=done)
+                    slots=0, kind="analysis", exclusive="analysis", rank=RANK_BATCH, do=run, done=done)
 
     def record(self, w: Work, entry: dict[str, Any], rd: Any, dt: float) -> None:
         """Record a made (and, if its grid wants it, analysed) run, or a computed entry, in the index."""

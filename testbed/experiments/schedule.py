@@ -16,11 +16,17 @@ runs); :func:`execute` drives it with worker threads. The rules, in the order th
    items together, ``--jobs``) and against its group's cap (``caps[group]``: the paper's
    ``parallel``); an item over a cap is passed over, the items after it may still start (an item
    with more slots than a cap starts when nothing of that scope runs).
-4. **One analysis at a time** (``kind == "analysis"``: they share one Spark session and pyplot).
+4. **Exclusive.** Items with the same ``exclusive`` key never run together, and one waiting for
+   its key is passed over: the analyses (``"analysis"``: one Spark session and pyplot between
+   them) and each paper's computed entries (they share the paper's memo, e.g. a wait search made
+   once for its samples, and ran one after the other before).
 5. **Last.** A ``last`` item (a paper's analysis) is ready only when no other item of its group is
    pending or running (items added while the pool runs, a batch of per-run analyses, included).
 
-Order: items are considered by ``rank`` (lower first), then in the order they were added.
+Order: items are considered by ``rank`` (lower first), then ``order`` (lower first), then in the
+order they were added. A paper gives its k-th of n items the order k/n, so the papers of one rank
+advance together (each at the same fraction of its work) instead of one after the other, and
+they end at about the same time.
 A group (a paper) whose item raised loses its pending items; the other groups go on.
 """
 
@@ -43,8 +49,10 @@ class Item:
     alone: bool = False  # nothing else may run beside it
     slots: int = 1  # runs it makes at once (0: makes none, e.g. a pure computed entry or an analysis)
     kind: str = "run"  # "run" | "compute" | "analysis"
+    exclusive: str = ""  # items with the same key never run at the same time (analyses; a paper's computed entries)
     last: bool = False  # ready only when every other item of its group is finished
     rank: int = 2  # lower first
+    order: float = 0.0  # then lower first (a paper's items: their fraction of its work, so papers interleave)
     do: Callable[[], Any] | None = None  # the work (a worker thread)
     done: Callable[[Any], Iterable["Item"] | None] | None = None  # its result (the scheduling thread)
     start: Callable[[], None] | None = None  # just before it starts (the scheduling thread)
@@ -65,14 +73,14 @@ def pick(pending: list[Item], running: list[Item], *, budget: float, jobs: int |
         return []
     now = list(running)
     out: list[Item] = []
-    for item in sorted(pending, key=lambda i: (i.rank, i.seq)):
+    for item in sorted(pending, key=lambda i: (i.rank, i.order, i.seq)):
         if not ready(item, pending, running):
             continue
         if item.alone:
             if not now:
                 out.append(item)
             break  # started alone, or the machine empties for it
-        if item.kind == "analysis" and any(r.kind == "analysis" for r in now):
+        if item.exclusive and any(r.exclusive == item.exclusive for r in now):
             continue
         used = sum(r.slots for r in now)
         if jobs is not None and item.slots and used and used + item.slots > jobs:
@@ -171,3 +179,29 @@ def execute(pool: Pool, *, budget: float, jobs: int | None = None, caps: dict[st
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
     return pool.failed
+
+
+def simulate(items: Iterable[Item], durations: dict[str, float], *, budget: float, jobs: int | None = None,
+             caps: dict[str, int] | None = None, policy: Callable[..., list[Item]] | None = None,
+             ) -> dict[str, tuple[float, float, Item]]:
+    """The schedule ``policy`` (default :func:`pick`) makes of ``items`` on a virtual clock, each item
+    taking ``durations[name]`` seconds (default 1); an item's ``done(None)`` may add items. Returns
+    {name: (start, end, item)}. Pure: for tests of the policy and for estimating a reproduction's
+    wall time from the times its runs took before (benchmarks/estimate_schedule.py)."""
+    policy = policy or pick
+    pool = Pool(items)
+    t, ends, spans = 0.0, [], {}
+    while pool.pending or ends:
+        for it in policy(pool.pending, pool.running, budget=budget, jobs=jobs, caps=caps):
+            pool.pending.remove(it)
+            pool.running.append(it)
+            ends.append((t + durations.get(it.name, 1.0), it.seq, it))
+            spans[it.name] = [t, t, it]
+        if not ends:
+            raise RuntimeError("scheduler: nothing can start: " + ", ".join(i.name for i in pool.pending[:5]))
+        ends.sort(key=lambda e: (e[0], e[1]))
+        t, _, it = ends.pop(0)
+        pool.running.remove(it)
+        spans[it.name][1] = t
+        pool.add(it.done(None) if it.done else None)
+    return {k: (s, e, i) for k, (s, e, i) in spans.items()}

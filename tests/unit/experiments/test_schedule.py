@@ -8,30 +8,12 @@ import threading
 
 import pytest
 
+import testbed.experiments.schedule as S
 from testbed.experiments.schedule import Item, Pool, execute, pick
 
 
 def simulate(items, budget, jobs=None, caps=None, dur=None, policy=None):
-    """Run ``items`` through ``pick`` (or ``policy``) on a virtual clock; ``dur[name]`` (default 1.0)
-    each takes. ``done`` of an item may add items. Returns {name: (start, end, item)}."""
-    dur = dur or {}
-    policy = policy or pick
-    pool = Pool(items)
-    t, ends, spans = 0.0, [], {}
-    while pool.pending or ends:
-        for it in policy(pool.pending, pool.running, budget=budget, jobs=jobs, caps=caps):
-            pool.pending.remove(it)
-            pool.running.append(it)
-            ends.append((t + dur.get(it.name, 1.0), it.seq, it))
-            spans[it.name] = [t, None, it]
-        if not ends:
-            raise AssertionError(f"stuck with {[i.name for i in pool.pending]}")
-        ends.sort(key=lambda e: (e[0], e[1]))
-        t, _, it = ends.pop(0)
-        pool.running.remove(it)
-        spans[it.name][1] = t
-        pool.add(it.done(None) if it.done else None)
-    return {k: tuple(v) for k, v in spans.items()}
+    return S.simulate(items, dur or {}, budget=budget, jobs=jobs, caps=caps, policy=policy)
 
 
 def violations(spans, budget, jobs=None, caps=None):
@@ -51,8 +33,9 @@ def violations(spans, budget, jobs=None, caps=None):
             mine = [i for i in on if i.group == g]
             if len(mine) > 1 and sum(i.slots for i in mine) > cap:
                 out.append(f"t={t}: {g} over its cap {cap}")
-        if sum(1 for i in on if i.kind == "analysis") > 1:
-            out.append(f"t={t}: two analyses")
+        keys = [i.exclusive for i in on if i.exclusive]
+        if len(keys) != len(set(keys)):
+            out.append(f"t={t}: two items of one exclusive key")
     for name, (s, _, it) in spans.items():
         if it.last:
             later = [n for n, (_, e, o) in spans.items() if o.group == it.group and o is not it and e > s]
@@ -67,7 +50,7 @@ def runs(group, n, cpu=0.3, alone=False, rank=None):
 
 
 def analysis(group):
-    return Item(f"{group}-analysis", group, cpu=1.0, slots=0, kind="analysis", last=True, rank=2)
+    return Item(f"{group}-analysis", group, cpu=1.0, slots=0, kind="analysis", exclusive="analysis", last=True, rank=2)
 
 
 def four_papers():
@@ -95,7 +78,7 @@ def test_the_checker_sees_a_schedule_that_breaks_the_rules():
     bad = violations(simulate(four_papers(), 2.0, policy=greedy), 2.0, caps={"m": 2})
     assert any("alone beside" in v for v in bad) and any("cores >" in v for v in bad)
     assert any("over its cap" in v for v in bad) and any("started before" in v for v in bad)
-    assert any("two analyses" in v for v in bad)
+    assert any("exclusive key" in v for v in bad)
 
 
 def test_an_alone_item_waits_for_an_empty_machine_and_blocks_what_comes_after_it():
@@ -132,12 +115,27 @@ def test_analysis_after_the_groups_items_even_those_added_later():
 
     def done(_):  # a made run adds a batch of per-run analyses once two are made
         made.append(1)
-        return [Item(f"batch{len(made)}", "g", cpu=1.0, slots=0, kind="analysis", rank=0)] if len(made) == 2 else []
+        return [Item(f"batch{len(made)}", "g", cpu=1.0, slots=0, kind="analysis", exclusive="analysis", rank=0)] if len(made) == 2 else []
 
     items = [Item(f"g{k}", "g", cpu=0.3, done=done) for k in range(2)] + [analysis("g")]
     spans = simulate(items, budget=2.0, dur={"g0": 1.0, "g1": 3.0})
     assert spans["batch2"][0] == 3.0 and spans["g-analysis"][0] == 4.0
     assert violations(spans, 2.0) == []
+
+
+def test_exclusive_items_never_run_together_and_do_not_block_the_others():
+    s1, s2 = (Item(f"s{k}", "t", cpu=0.2, kind="compute", exclusive="compute:t") for k in (1, 2))
+    r = Item("r", "t", cpu=0.2)
+    assert pick([s1, s2, r], [], budget=2.0) == [s1, r]
+    spans = simulate([s1, s2, r], budget=2.0)
+    assert spans["s2"][0] == spans["s1"][1] and violations(spans, 2.0) == []
+
+
+def test_papers_of_one_rank_interleave_by_their_fraction_of_work():
+    a = [Item(f"a{k}", "a", cpu=0.1, order=k / 4) for k in range(4)]
+    b = [Item(f"b{k}", "b", cpu=0.1, order=k / 2) for k in range(2)]
+    got = pick([*a, *b], [], budget=2.0, jobs=3)
+    assert [i.name for i in got] == ["a0", "b0", "a1"]
 
 
 def test_order_is_rank_then_the_order_added():

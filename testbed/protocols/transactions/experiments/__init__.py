@@ -114,7 +114,7 @@ PAPER = Paper(
         Grid("fig9", "fig9.yaml", points={s: [{"variant": v, **FIG9[s]} for v in TX_VARIANTS] for s in SCALES},
              repeats={s: SEEDS for s in SCALES}),
         *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES}, repeats={s: SEEDS for s in SCALES},
-               compute=search, makes_runs=True) for g in WAIT_GRIDS),
+               compute=search, makes_runs=2) for g in WAIT_GRIDS),  # a search probes in pairs (wait._prober)
     ),
     analyze=analyze,
     parallel=PARALLEL,
