@@ -516,6 +516,16 @@ class Shared:
         activate(self.spark)
         return self.spark
 
+    def adopt(self) -> None:
+        """In a worker thread: the session, if started, is this thread's active one too (code that
+        asks ``getActiveSession()`` then reuses it instead of making and stopping its own)."""
+        with self._lock:
+            spark = self.spark
+        if spark is not None:
+            from testbed.analysis.session import activate
+
+            activate(spark)
+
     def stop(self) -> None:
         if self.spark is not None:
             self.spark.stop()
@@ -648,6 +658,7 @@ class PaperWork:
         return rd, time.monotonic() - t, run_cpu(rd.path)
 
     def compute(self, w: Work, entry: dict[str, Any]) -> tuple[None, float, None]:
+        self.shared.adopt()
         t = time.monotonic()
         entry["row"] = w.grid.compute(w.plan, self.cctx)
         return None, time.monotonic() - t, None
@@ -732,6 +743,7 @@ class PaperWork:
 
     def analyze(self) -> Path:
         """The paper's ``analyze`` over its finished runs, then its result files."""
+        self.shared.adopt()
         paper, stats = self.paper, self.stats
         stats["run_s"] = round(stats["run_s"], 1)
         entries = self.entries()
