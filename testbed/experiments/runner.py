@@ -903,7 +903,7 @@ def reproduce_papers(chosen: list[Paper], scale: str, figs: list[int] | None, ou
             progress(f"stopping the run(s) of {g} being made")
             try:
                 api.down(all_runs=True, runs_dir=str(by_name[g].root))
-            except Exception as e:  # the runs' own teardown still runs in their threads
+            except Exception as e:  # noqa: BLE001 - the runs' own teardown still runs in their threads
                 progress(f"  stopping them: {type(e).__name__}: {e}")
 
     try:

@@ -33,8 +33,9 @@ A group (a paper) whose item raised loses its pending items; the other groups go
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 EPS = 1e-9
 
@@ -54,7 +55,7 @@ class Item:
     rank: int = 2  # lower first
     order: float = 0.0  # then lower first (a paper's items: their fraction of its work, so papers interleave)
     do: Callable[[], Any] | None = None  # the work (a worker thread)
-    done: Callable[[Any], Iterable["Item"] | None] | None = None  # its result (the scheduling thread)
+    done: Callable[[Any], Iterable[Item] | None] | None = None  # its result (the scheduling thread)
     start: Callable[[], None] | None = None  # just before it starts (the scheduling thread)
     seq: int = field(default=0, compare=False)
 
@@ -145,7 +146,7 @@ def execute(pool: Pool, *, budget: float, jobs: int | None = None, caps: dict[st
                 try:
                     if item.start is not None:
                         item.start()
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - any error of an item fails its group, not the others
                     fail(item, e)
                     continue
                 pool.running.append(item)
@@ -167,13 +168,13 @@ def execute(pool: Pool, *, budget: float, jobs: int | None = None, caps: dict[st
                 try:  # a failed group's finished runs are still recorded (the run index keeps them)
                     if item.done is not None:
                         pool.add(item.done(fut.result()))
-                except Exception as e2:
+                except Exception as e2:  # noqa: BLE001 - as above
                     fail(item, e2)
     except BaseException:
         if futures:
             try:
                 on_interrupt(list(futures.values()))
-            except Exception:  # the items' own teardown still runs in their threads
+            except Exception:  # noqa: BLE001, S110 - the items' own teardown still runs in their threads
                 pass
         raise
     finally:
