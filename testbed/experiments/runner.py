@@ -316,13 +316,18 @@ RUN_ATTEMPTS = 2
 ANALYZE_BATCH = 8
 
 
-def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[str, Any]):
+def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[str, Any],
+                            stopping: Callable[[], bool] = lambda: False):
+    """``stopping()`` true: the reproduction is being interrupted (its runs were stopped), so a run
+    that failed is not tried again."""
     from testbed.errors import TestbedError
 
     for attempt in range(1, RUN_ATTEMPTS):
         try:
             return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
         except TestbedError as e:
+            if stopping():
+                raise
             entry.setdefault("failed_attempts", []).append({"error": f"{type(e).__name__}: {e}"})
             progress(f"  the run failed ({type(e).__name__}: {e}); trying it again ({attempt + 1}/{RUN_ATTEMPTS})")
     return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
@@ -347,6 +352,7 @@ class ComputeContext:
     runs_dir: Path = field(default_factory=lambda: _default_runs_root())
     memo: dict[str, Any] = field(default_factory=dict)
     get_spark: Callable[[], Any] | None = None
+    stopping: Callable[[], bool] = lambda: False  # the reproduction is being interrupted: no retry
 
     def spark(self) -> Any:
         if self.get_spark is not None:
@@ -368,6 +374,8 @@ class ComputeContext:
             try:
                 return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
             except TestbedError as e:
+                if self.stopping():
+                    raise
                 if failed is not None:
                     failed.append({"error": f"{type(e).__name__}: {e}"})
         return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
@@ -506,6 +514,7 @@ class Shared:
         self.tally = tally
         self.spark: Any = None
         self._lock = threading.Lock()
+        self.stopping = threading.Event()  # set when the reproduction is interrupted
 
     def get_spark(self) -> Any:
         from testbed.analysis.session import activate, spark_session
@@ -557,7 +566,8 @@ class PaperWork:
         self.waiting: list[tuple[Work, dict[str, Any], Any, float]] = []  # made runs to analyse in a batch
         self.started: list[int] = []  # indices into todo, in the order they started
         self.cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=self.jobs,
-                                   runs_dir=runs_root(runs_dir), get_spark=shared.get_spark)
+                                   runs_dir=runs_root(runs_dir), get_spark=shared.get_spark,
+                                   stopping=shared.stopping.is_set)
         self.cores: dict[str, list[float]] = {}  # grid -> cores measured per run (the index's, then ours)
         for w, _, _ in self.work:
             e = self.index.get(w.key) or {}
@@ -654,7 +664,10 @@ class PaperWork:
         from testbed import api
 
         t = time.monotonic()
-        rd = _run_once_more_on_error(api, w, self.root, self.progress, entry)
+        rd = _run_once_more_on_error(api, w, self.root, self.progress, entry, self.shared.stopping.is_set)
+        if self.shared.stopping.is_set():  # stopped from outside while being made: not a finished run
+            rd.update_manifest(status="interrupted")
+            raise KeyboardInterrupt(f"{rd.path.name}: stopped by the interrupt")
         return rd, time.monotonic() - t, run_cpu(rd.path)
 
     def compute(self, w: Work, entry: dict[str, Any]) -> tuple[None, float, None]:
@@ -899,6 +912,7 @@ def reproduce_papers(chosen: list[Paper], scale: str, figs: list[int] | None, ou
         progress(f"{item.group}: FAILED ({item.name}): {type(e).__name__}: {e}")
 
     def on_interrupt(running) -> None:
+        shared.stopping.set()  # a run failing because it was stopped is not tried again
         for g in sorted({i.group for i in running if i.kind != "analysis"}):
             progress(f"stopping the run(s) of {g} being made")
             try:
