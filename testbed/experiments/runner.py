@@ -814,11 +814,13 @@ def write_result(pw: PaperWork, ctx: Context, entries: dict[str, list[Entry]], *
     (out / "claims.json").write_text(json.dumps(_json(stamps.claims_document(result)), indent=1))
     (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))
     (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
+    wait_s = timings["total_s"] - timings["runs_s"] - timings["analysis_s"]
     pw.progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
                 f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
     pw.progress(f"{paper.name}: wall time {timings['total_s']:.0f} s = runs and computed entries "
-                f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s (the rest: waiting for the "
-                f"analysis's turn); the runs made, by grid "
+                f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s"
+                + (f" + waiting for the analysis's turn {wait_s:.0f} s" if wait_s >= 1 else "")
+                + "; the runs made, by grid "
                 f"(seconds per phase, summed over runs" + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
                 + "):" + ("\n" + phase_line(stats["phases"]) if stats["phases"] else " none"))
     return out / "result.json"
