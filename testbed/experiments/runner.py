@@ -578,6 +578,7 @@ class PaperWork:
         self.t_end: float | None = None
         self.load_start: Any = None
         self.result: Path | None = None
+        self.by_grid: dict[str, list[tuple[Item, Work]]] = {}  # its items, to re-cost as runs are measured
 
     # -- costs -----------------------------------------------------------------------------------
     def cpu_of(self, w: Work) -> float:
@@ -612,7 +613,7 @@ class PaperWork:
             w = self.work[i][0]
             alone = self.paper.alone_for(w.grid)
             entry: dict[str, Any] = {}
-            out.append(Item(
+            out.append(item := Item(
                 name=f"{self.paper.name}:{entry_name(Entry(w.grid.name, self.work[i][1], self.work[i][2], w.key))}",
                 group=self.paper.name, cpu=self.cpu_of(w), alone=alone, slots=self.slots_of(w),
                 kind="compute" if w.grid.compute is not None else "run",
@@ -622,6 +623,7 @@ class PaperWork:
                 do=(lambda w=w, entry=entry: self.compute(w, entry) if w.grid.compute is not None
                     else self.make(w, entry)),
                 done=(lambda res, w=w, entry=entry: self.made(w, entry, res))))
+            self.by_grid.setdefault(w.grid.name, []).append((item, w))
         out.append(Item(name=f"{self.paper.name}:analysis", group=self.paper.name, cpu=ANALYSIS_CPU, slots=0,
                         kind="analysis", exclusive="analysis", last=True, rank=RANK_ANALYSIS,
                         start=self.analysis_starts,
@@ -684,6 +686,8 @@ class PaperWork:
         if cores is not None:
             entry["cpu_cores"] = cores
             self.cores.setdefault(w.grid.name, []).append(cores)
+            for item, wi in self.by_grid.get(w.grid.name, []):  # the grid's items not started yet cost what was measured
+                item.cpu = self.cpu_of(wi)
         self.t_runs = time.monotonic()  # the last made so far
         if rd is not None and w.grid.analyze:
             self.waiting.append((w, entry, rd, dt))

@@ -152,3 +152,29 @@ def test_a_runs_cores_come_from_its_nodes_cpu_events(tmp_path):
         lines += [{"ev": "deliver", "n": 2}] * 2000  # the last cpu event is not in the last 16 KB
         (run / "logs" / f"{node}.jsonl").write_text("\n".join(json.dumps(x, separators=(",", ":")) for x in lines) + "\n")
     assert run_cpu(run) == pytest.approx((4.0 + 1.0) / 10.0)
+
+
+def test_a_grids_items_cost_what_its_runs_measured(tmp_path):
+    """The declared cost until a run of the grid is measured, then the measured mean (+ the controller's share)."""
+    from types import SimpleNamespace
+
+    from testbed.experiments import runner as R
+
+    paper = Paper(name="c", title="paper c", topology_dir=TINY, analyze=lambda ctx: None, cpu={"quick": 0.7},
+                  figures=(Figure(1, "f", ("g",), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}),))
+    shared = R.Shared(None, R.Tally())
+    shared.running_runs = lambda group: 0
+    pw = R.PaperWork(paper, "quick", None, tmp_path / "out", runs_dir=str(tmp_path / "runs"), provider=None,
+                     progress=lambda s: None, points=None, on_step=None, shared=shared, jobs=None)
+    items = [i for i in pw.items() if i.kind == "run"]
+    assert len(items) == 6 and {i.cpu for i in items} == {0.7}  # declared
+    first = items[0]
+    first.start()
+    w = pw.work[pw.todo[0]][0]
+    run = tmp_path / "run"
+    run.mkdir()
+    pw.made(w, {}, (SimpleNamespace(path=run, manifest={}), 3.0, 0.2))
+    assert [i.cpu for i in items[1:]] == [pytest.approx(0.2 + R.CONTROLLER_CPU)] * 5
+    entry = json.loads((tmp_path / "out" / "c" / "index-quick.json").read_text())[w.key]
+    assert entry["cpu_cores"] == 0.2  # kept for the next reproduction
