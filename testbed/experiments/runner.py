@@ -824,8 +824,8 @@ def write_result(pw: PaperWork, ctx: Context, entries: dict[str, list[Entry]], *
     pw.progress(f"{paper.name}: wall time {timings['total_s']:.0f} s = runs and computed entries "
                 f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s"
                 + (f" + waiting for the analysis's turn {wait_s:.0f} s" if wait_s >= 1 else "")
-                + "; the runs made, by grid "
-                f"(seconds per phase, summed over runs" + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
+                + "; the runs made, by grid (seconds per phase, summed over runs"
+                + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
                 + "):" + ("\n" + phase_line(stats["phases"]) if stats["phases"] else " none"))
     return out / "result.json"
 
