@@ -455,7 +455,8 @@ ANALYSIS_CPU = 1.0
 RANK_BATCH, RANK_ALONE, RANK_ANALYSIS, RANK_SHARED = 0, 1, 2, 3
 #: Added to the cores measured on a run's node processes (``run_cpu``) for the controller's part
 #: of the run (bring-up, the schedule, collection), which the node logs do not see: an assumption
-#: (mobility's quick run: 0.3 core in all, measured with `time`, against 0.2 in its node logs).
+#: (one paper's quick run: 0.3 core in all, the processes' CPU time as its experiments module
+#: records it, against 0.2 in its node logs).
 CONTROLLER_CPU = 0.1
 
 
