@@ -81,16 +81,21 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("reproduce", help="re-run a paper's experiments and regenerate its figures")
     from testbed.experiments import paper_names
 
-    sp.add_argument("protocol", choices=["all", *paper_names()], metavar="{all|" + "|".join(paper_names()) + "}",
+    sp.add_argument("protocol", nargs="+", choices=["all", *paper_names()],
+                    metavar="{all|" + "|".join(paper_names()) + "}",
                     help="a paper (the experiments of a protocol: testbed/protocols/<p>/experiments.py, or a plugin's "
-                         "EXPERIMENTS module), or all of them")
+                         "EXPERIMENTS module), several (their runs scheduled together), or all of them")
     sp.add_argument("--scale", choices=["quick", "paper"], default="quick")
     sp.add_argument("--fig", type=int, action="append", help="a figure number (repeatable; default all)")
     sp.add_argument("--points", help="only the points matching key=value[,key=value] (e.g. rate=500)")
     sp.add_argument("--out", default="reproductions", help="output directory (REPORT.md, index.html, <paper>/)")
     sp.add_argument("--provider", choices=["local", "docker", "ansible"])
     sp.add_argument("--jobs", type=int, metavar="J",
-                    help="runs made at a time (default: each paper's own, docs/experiments.md)")
+                    help="runs made at a time, at most (in all and per paper; default: each paper's own, "
+                         "docs/experiments.md)")
+    sp.add_argument("--cpu-budget", type=float, metavar="CORES",
+                    help="cores the runs that share the machine may keep busy together (default: the machine's); "
+                         "runs of papers marked alone always run with nothing beside them")
     sp.add_argument("--json", action="store_true", help="the claims and their verdicts as one JSON document "
                                                         "on stdout (shape: docs/cli.md); exit 3 if a claim failed")
     sp.add_argument("--compare", metavar="DIR", help="then compare the claims with a reference (a reproduction "
@@ -358,12 +363,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from testbed.experiments import compare as cmp
         from testbed.experiments.grid import parse_points_filter
 
-        chosen = list(papers()) if args.protocol == "all" else [args.protocol]
+        target = args.protocol[0] if len(args.protocol) == 1 else args.protocol
+        chosen = list(papers()) if target == "all" else list(dict.fromkeys(args.protocol))
         if args.compare:  # a bad reference is said before the reproduction, not after it
             cmp.side(args.compare, chosen)
-        report = reproduce(args.protocol, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
+        report = reproduce(target, scale=args.scale, figs=args.fig, out_dir=args.out, runs_dir=rd,
                            provider=args.provider, progress=ui.progress_line,
-                           points=parse_points_filter(args.points), jobs=args.jobs)
+                           points=parse_points_filter(args.points), jobs=args.jobs, cpu_budget=args.cpu_budget)
         published = []
         if args.publish:
             from testbed.experiments.publish import publish

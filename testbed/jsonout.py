@@ -99,8 +99,10 @@ def reproduce_doc(report_md: Path, papers: list[str]) -> dict[str, Any]:
                      "summary": summary(r.get("claims", [])),
                      "verdicts": verdicts, "claims": r.get("claims", []), "checks": r.get("checks"),
                      "result": str(f)})
+    timing = out / "timing.json"  # the whole reproduction's wall time and each paper's
     return {"schema": SCHEMA_VERSION, "command": "reproduce", "report": str(report_md),
             "page": str(Path(report_md).parent / "index.html"),
+            "timing": json.loads(timing.read_text()) if timing.exists() else None,
             "summary": add_summaries(d["summary"] for d in docs),
             "ok": not any(d["verdicts"].get("fail", 0) for d in docs), "papers": docs}
 

@@ -372,3 +372,12 @@ def spark_session(master: str | None = None, app: str = "testbed", *,
             _beside(writes, "writer").unlink(missing_ok=True)
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread (the JVM keeps the active session
+    per thread): a worker thread of a reproduction then finds the reproduction's session as
+    ``getActiveSession()``, reuses it and does not stop it (``api.analyze_runs``)."""
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 SCALES = ("quick", "paper")
+#: The cores a run of a paper that declares none is taken to keep busy (a whole one: cautious).
+DEFAULT_RUN_CPU = 1.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,13 @@ class Grid:
     of the plan, such as a figure's sizes computed from the placement; or an entry that makes runs
     of its own, such as a search): ``compute(plan, ctx) -> dict`` stored in the index instead of a
     run directory; ``ctx`` is the reproduction's :class:`testbed.experiments.runner.ComputeContext`.
+    ``makes_runs``: a computed entry that makes runs of its own: the most it makes at once (when
+    ``ctx.jobs`` allows), so the scheduler counts them against the CPU budget and the runs at a
+    time (0: it makes none).
+    ``alone``: the grid's runs measure CPU or throughput and must have the machine to themselves
+    (None: the paper's :attr:`Paper.alone`). ``cpu``: the cores one of its runs keeps busy, declared
+    (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
+    once it has them (docs/experiments.md, "How runs are scheduled").
     """
 
     name: str
@@ -53,6 +62,9 @@ class Grid:
     analyze: bool = False
     compute: Callable[[Any, Any], dict[str, Any]] | None = None
     pass_scale: bool = True  # add ``scale=<scale>`` to the --set values
+    makes_runs: int = 0
+    alone: bool | None = None
+    cpu: dict[str, float] | None = None  # per scale
 
     def topology_name(self, scale: str) -> str:
         return self.topology.replace("{scale}", scale)
@@ -126,6 +138,13 @@ class Paper:
     # ((figure, start of the sentence) -> a fixed string) is shown as "not explained" with its
     # text marked as an unmeasured note.
     explained: dict[Any, Any] = field(default_factory=dict)
+    # Its runs measure CPU or throughput, so each must run with nothing else on the machine (no
+    # other run, no analysis); a grid may say otherwise (``Grid.alone``). Runs not alone share the
+    # machine with other papers' runs within the CPU budget (docs/experiments.md).
+    alone: bool = False
+    # The cores one run keeps busy, per scale, declared (measured where the paper says so); used
+    # until the reproduction has measured the grid's own runs. Undeclared: DEFAULT_RUN_CPU.
+    cpu: dict[str, float] = field(default_factory=dict)
 
     def explanation(self, claim: dict[str, Any], evidence: dict[str, Any]) -> dict[str, Any]:
         """``{"explanation": text or None, "not_measured": [...], "note": legacy text}`` for one
@@ -142,6 +161,18 @@ class Paper:
 
     def parallel_at(self, scale: str) -> int:
         return max(1, int(self.parallel.get(scale, 1)))
+
+    def alone_for(self, grid: Grid) -> bool:
+        """Whether the grid's runs must run with nothing else (a pure computed entry never is)."""
+        if grid.compute is not None and not grid.makes_runs:
+            return False
+        return self.alone if grid.alone is None else grid.alone
+
+    def cpu_for(self, grid: Grid, scale: str) -> float:
+        """The declared cores one run of the grid keeps busy at this scale."""
+        if grid.cpu is not None and scale in grid.cpu:
+            return float(grid.cpu[scale])
+        return float(self.cpu.get(scale, DEFAULT_RUN_CPU))
 
     def figure(self, n: int) -> Figure:
         for f in self.figures:

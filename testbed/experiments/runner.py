@@ -1,8 +1,10 @@
-"""Run a paper's grids (the only place that calls ``testbed.api`` to run points), then analyse.
+"""Run papers' grids (the only place that calls ``testbed.api`` to run points), then analyse.
 
-``reproduce_paper`` enumerates every (grid, point, repeat) the chosen figures need, reuses what
-the run index has, runs the rest one by one with a progress line per run (figure, point, repeat,
-ETA), then hands the finished runs to the paper's ``analyze(ctx)``. ``analyze`` reads run
+``reproduce_papers`` enumerates every (grid, point, repeat) the chosen papers' figures need, reuses
+what each paper's run index has, and puts the rest of every paper in one scheduler pool
+(:mod:`testbed.experiments.schedule`: runs marked alone with nothing beside them, the others
+together within a CPU budget), with a progress line per run (figure, point, repeat, ETA); a
+paper's finished runs go to its ``analyze(ctx)`` as soon as they are all done. ``analyze`` reads run
 directories only (through ``testbed.analysis``) and records figures, claims, checks and numbers
 in the :class:`Context`; the runner writes them to ``<out>/<paper>/`` (``result.json``,
 ``claims.json``, ``checks.json``, ``report.md``), each paper's results stamped with the code, the
@@ -19,12 +21,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from testbed.experiments import topologies
 from testbed.experiments.claims import Claim, summary
 from testbed.experiments.grid import Grid, Paper, figure_list, matches
 from testbed.experiments.index import RunIndex, code_version, run_finished, run_key
+
+if TYPE_CHECKING:
+    from testbed.experiments.schedule import Item
 
 Progress = Callable[[str], None]
 OVERHEAD_S = 15.0  # bring-up + drain + teardown of one run, before any run was measured
@@ -69,6 +74,7 @@ class Context:
     figure_parts: dict[int, list[str]] = field(default_factory=dict)  # figure -> more panels (e.g. "ab")
     numbers: dict[str, Any] = field(default_factory=dict)
     evidence: dict[int, dict[str, Any]] = field(default_factory=dict)  # figure -> measured causes
+    get_spark: Callable[[], Any] | None = None  # the reproduction's shared session (started on first use)
     _spark: Any = None
 
     @property
@@ -93,6 +99,9 @@ class Context:
 
     @property
     def spark(self):
+        if self._spark is None and self.get_spark is not None:
+            self.progress(f"{self.paper.name}: Spark for the analysis (the reproduction's session)")
+            self._spark = self.get_spark()
         if self._spark is None:
             from testbed.analysis.session import spark_session
 
@@ -236,8 +245,8 @@ class Tally:
 
     total: int = 0
     done: int = 0
-    later: list[Cost] = field(default_factory=list)  # the runs of the papers not started yet
     measured: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})  # overheads
+    eta: Callable[[], float] = lambda: 0.0  # seconds left (the scheduler's estimate)
 
 
 def pending(paper: Paper, scale: str, figs: list[int], out: Path, provider: str | None,
@@ -307,56 +316,21 @@ RUN_ATTEMPTS = 2
 ANALYZE_BATCH = 8
 
 
-def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[str, Any]):
+def _run_once_more_on_error(api, w, root: Path, progress: Progress, entry: dict[str, Any],
+                            stopping: Callable[[], bool] = lambda: False):
+    """``stopping()`` true: the reproduction is being interrupted (its runs were stopped), so a run
+    that failed is not tried again."""
     from testbed.errors import TestbedError
 
     for attempt in range(1, RUN_ATTEMPTS):
         try:
             return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
         except TestbedError as e:
+            if stopping():
+                raise
             entry.setdefault("failed_attempts", []).append({"error": f"{type(e).__name__}: {e}"})
             progress(f"  the run failed ({type(e).__name__}: {e}); trying it again ({attempt + 1}/{RUN_ATTEMPTS})")
     return api.run_one(w.plan, str(w.path), w.set_vars, root, lambda s: None, lambda e: None)
-
-
-def _make_in_parallel(jobs: int, ws: list[Work], announce, make, finish, compute, root: Path,
-                      progress: Progress) -> None:
-    """Make the runs ``jobs`` at a time in worker threads; computed entries, analyses and the
-    index in this thread, in the order the runs finish. An interrupt (Ctrl-C, SIGTERM) starts no
-    new run and stops the runs being made (`testbed down` of this reproduction's active runs);
-    their threads end with their own teardown before the interrupt goes on."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="run")
-    running: dict[Any, tuple[Work, dict[str, Any]]] = {}
-    n = 0
-    try:
-        while n < len(ws) or running:
-            while n < len(ws) and len(running) < jobs:
-                w, entry = ws[n], announce(n)
-                n += 1
-                if w.grid.compute is not None:
-                    compute(w, entry)
-                else:
-                    running[pool.submit(make, w, entry)] = (w, entry)
-            if not running:
-                continue
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for fut in done:
-                w, entry = running.pop(fut)
-                finish(w, entry, *fut.result())
-    except BaseException:
-        if running:
-            from testbed import api
-
-            progress(f"stopping the {len(running)} run(s) being made")
-            try:
-                api.down(all_runs=True, runs_dir=str(root))
-            except Exception as e:  # the runs' own teardown still runs in their threads
-                progress(f"  stopping them: {type(e).__name__}: {e}")
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass
@@ -378,6 +352,7 @@ class ComputeContext:
     runs_dir: Path = field(default_factory=lambda: _default_runs_root())
     memo: dict[str, Any] = field(default_factory=dict)
     get_spark: Callable[[], Any] | None = None
+    stopping: Callable[[], bool] = lambda: False  # the reproduction is being interrupted: no retry
 
     def spark(self) -> Any:
         if self.get_spark is not None:
@@ -399,6 +374,8 @@ class ComputeContext:
             try:
                 return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
             except TestbedError as e:
+                if self.stopping():
+                    raise
                 if failed is not None:
                     failed.append({"error": f"{type(e).__name__}: {e}"})
         return Path(api.run_one(plan, path, set_vars, root, quiet, quiet).path)
@@ -408,151 +385,6 @@ def _default_runs_root() -> Path:
     from testbed.runs.rundir import runs_root
 
     return runs_root(None)
-
-
-def run_grids(paper: Paper, scale: str, figs: list[int], out: Path, *, runs_dir: str | None,
-              provider: str | None, progress: Progress, flt: dict[str, Any] | None = None,
-              on_step: Callable[[dict[str, Any]], None] | None = None,
-              spark_master: str | None = None, tally: Tally | None = None,
-              session: dict[str, Any] | None = None, jobs: int | None = None,
-              ) -> tuple[dict[str, list[Entry]], dict[str, Any]]:
-    """Run what is missing; every entry the figures need, by grid; plus run statistics.
-
-    Every run a grid analyses is analysed in one Spark session, started at the first such run.
-    ``session``: a dict the session is left in (``session["spark"]``, not stopped) for the paper's
-    analysis to go on with; without it the session is stopped here.
-    ``jobs``: runs made at a time (default: the paper's ``parallel`` at this scale). With more than
-    one, runs are brought up, driven and torn down in worker threads; the analyses, the index and
-    the progress stay in this thread.
-    """
-    from testbed import api
-    from testbed.runs.rundir import runs_root
-
-    index, work, todo = pending(paper, scale, figs, out, provider, flt)
-    if tally is None:
-        tally = Tally(total=len(todo))
-    jobs = max(1, jobs if jobs is not None else paper.parallel_at(scale))
-    stats = {"points": len(work), "ran": 0, "reused": len(work) - len(todo), "run_s": 0.0, "jobs": jobs,
-             "phases": {}}  # grid -> runs made, their wall time and its split (run_phases)
-    progress(f"{paper.name} ({scale}): {len(work)} runs needed, {stats['reused']} reused from the index, "
-             f"{len(todo)} to run" + (f", {jobs} at a time" if jobs > 1 and todo else ""))
-    root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
-    root.mkdir(parents=True, exist_ok=True)
-    measured = tally.measured
-    spark = (session or {}).get("spark")
-    by_grid: dict[str, list[Entry]] = {g.name: [] for g in paper.grids_for(figs)}
-
-    def announce(n: int) -> dict[str, Any]:
-        """The progress line and step of ``todo[n]``; its index entry so far."""
-        w, point, r = work[todo[n]]
-        eta = eta_s(durations(work, todo[n:]) + tally.later, measured) / jobs
-        tally.done += 1
-        figs_of = paper.figures_of(w.grid.name)
-        step = {"paper": paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
-                "repeat": r, "repeats": w.grid.repeats_at(scale), "n": tally.done, "of": tally.total,
-                "eta_s": round(eta, 1)}
-        if on_step:
-            on_step(step)
-        what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
-        pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
-        progress(f"{paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
-                 f"{w.grid.repeats_at(scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
-        return {"grid": w.grid.name, "point": point, "repeat": r, "topology": w.path.name, "set": w.set_vars}
-
-    def make(w: Work, entry: dict[str, Any]) -> tuple[Any, float]:
-        """One run, up to teardown (any thread); returns it and its wall time."""
-        t = time.monotonic()
-        return _run_once_more_on_error(api, w, root, progress, entry), time.monotonic() - t
-
-    # made runs whose grid wants them analysed, waiting to be analysed together (one set of Spark
-    # jobs for the batch: api.analyze_runs); recorded in the index only once analysed
-    waiting: list[tuple[Work, dict[str, Any], Any, float]] = []
-
-    def finish(w: Work, entry: dict[str, Any], rd: Any, dt: float) -> None:
-        """Record a made run (this thread); one its grid wants analysed waits for the next batch."""
-        if rd is not None and w.grid.analyze:
-            waiting.append((w, entry, rd, dt))
-            if len(waiting) >= ANALYZE_BATCH:
-                analyze_waiting()
-            return
-        record(w, entry, rd, dt)
-
-    def get_spark() -> Any:
-        nonlocal spark
-        if spark is None:
-            from testbed.analysis.session import spark_session
-
-            spark = spark_session(spark_master)
-            if session is not None:
-                session["spark"] = spark
-        return spark
-
-    def analyze_waiting() -> None:
-        """Analyse the waiting runs in one batch; each run's share of its time counts as its own."""
-        if not waiting:
-            return
-        batch = waiting[:]
-        waiting.clear()
-        t = time.monotonic()
-        get_spark()
-        if len(batch) > 1:
-            progress(f"{paper.name}: analysing {len(batch)} runs at once")
-        api.analyze_runs([str(rd.path) for _, _, rd, _ in batch], spark_master=spark_master)
-        share = (time.monotonic() - t) / len(batch)
-        for w, entry, rd, dt in batch:
-            record(w, entry, rd, dt + share)
-
-    def record(w: Work, entry: dict[str, Any], rd: Any, dt: float) -> None:
-        """Record a made (and, if its grid wants it, analysed) run in the index (this thread)."""
-        if rd is not None:
-            entry["run"] = str(rd.path)
-            measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
-            from testbed.faults.schedule import settle_s
-
-            entry["phases"] = run_phases(rd.manifest, settle_s(w.plan), w.plan.duration_s, dt)
-            g = stats["phases"].setdefault(w.grid.name, {"runs": 0, "wall_s": 0.0})
-            g["runs"] += 1
-            g["wall_s"] = round(g["wall_s"] + dt, 2)
-            for k, v in entry["phases"].items():
-                g[k] = round(g.get(k, 0.0) + v, 2)
-        entry["elapsed_s"] = round(dt, 2)
-        entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        stats["ran"] += 1
-        stats["run_s"] += dt
-        index.put(w.key, entry)
-
-    cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=jobs, runs_dir=runs_root(runs_dir),
-                          get_spark=get_spark)
-
-    def compute(w: Work, entry: dict[str, Any]) -> None:
-        t = time.monotonic()
-        entry["row"] = w.grid.compute(w.plan, cctx)
-        record(w, entry, None, time.monotonic() - t)
-
-    try:
-        with _sigterm_interrupts():
-            if jobs == 1:
-                for n, i in enumerate(todo):
-                    w = work[i][0]
-                    entry = announce(n)
-                    if w.grid.compute is not None:
-                        compute(w, entry)
-                    else:
-                        finish(w, entry, *make(w, entry))
-            else:
-                _make_in_parallel(jobs, [work[i][0] for i in todo], announce, make, finish, compute,
-                                  root, progress)
-            analyze_waiting()  # the last batch
-    finally:
-        if spark is not None and session is None:
-            spark.stop()
-    for i, (w, point, r) in enumerate(work):
-        e = index.get(w.key) or {}
-        by_grid[w.grid.name].append(Entry(w.grid.name, point, r, w.key,
-                                          Path(e["run"]) if e.get("run") else None, e.get("row"),
-                                          reused=i not in todo))
-    stats["run_s"] = round(stats["run_s"], 1)
-    return by_grid, stats
 
 
 def load_evidence(run_dirs: list[Path]) -> dict[str, Any]:
@@ -615,55 +447,355 @@ def relative_paths(obj: Any, base: Path) -> Any:
     return fix(obj) if isinstance(obj, str) else obj
 
 
-def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *,
-                    runs_dir: str | None = None, provider: str | None = None,
-                    progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
-                    on_step: Callable[[dict[str, Any]], None] | None = None,
-                    spark_master: str | None = None, tally: Tally | None = None,
-                    jobs: int | None = None) -> Path:
-    """Run and analyse one paper; returns ``<out>/<paper>/result.json``."""
-    from testbed.errors import UsageError
-    from testbed.experiments import report
-    from testbed.experiments.grid import SCALES
+#: The cores a paper's analysis or a batch of per-run analyses is taken to keep busy (Spark's
+#: local executor and pyplot in this process).
+ANALYSIS_CPU = 1.0
+#: Order of the scheduler (lower first): a batch of per-run analyses (its runs reach the index),
+#: the runs that must run alone, a paper's analysis, the runs that share the machine.
+RANK_BATCH, RANK_ALONE, RANK_ANALYSIS, RANK_SHARED = 0, 1, 2, 3
+#: Added to the cores measured on a run's node processes (``run_cpu``) for the controller's part
+#: of the run (bring-up, the schedule, collection), which the node logs do not see: an assumption
+#: (one paper's quick run: 0.3 core in all, the processes' CPU time as its experiments module
+#: records it, against 0.2 in its node logs).
+CONTROLLER_CPU = 0.1
 
-    if scale not in SCALES:
-        raise UsageError(f"unknown scale {scale!r} ({' or '.join(SCALES)})")
-    figs = figure_list(paper, figs)
-    out = Path(out_dir) / paper.name
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+
+def run_cpu(run_dir: str | Path) -> float | None:
+    """The cores a finished run's node processes kept busy: the CPU time (user + system) of each
+    node's last ``cpu`` event in its log, summed, over the run's bring-up and schedule (manifest
+    ``up_s`` + ``schedule_s``). None when the run has no such events (or no manifest)."""
+    d = Path(run_dir)
+    try:
+        m = json.loads((d / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    span = float(m.get("up_s") or 0.0) + float(m.get("schedule_s") or 0.0)
+    if span <= 0:
+        return None
+    total, seen = 0.0, False
+    for log in sorted((d / "logs").glob("*.jsonl")):
+        last = _last_cpu_event(log)
+        if last is not None:
+            total += float(last.get("user_s") or 0.0) + float(last.get("sys_s") or 0.0)
+            seen = True
+    return round(total / span, 3) if seen else None
+
+
+def _last_cpu_event(log: Path) -> dict[str, Any] | None:
+    """The last ``"ev":"cpu"`` record of a node's log, read from its end."""
+    try:
+        size = log.stat().st_size
+        with log.open("rb") as f:
+            tail = 16384
+            while True:
+                f.seek(max(0, size - tail))
+                lines = f.read().splitlines()
+                for line in reversed(lines[1:] if size > tail else lines):
+                    if b'"ev":"cpu"' in line:
+                        try:
+                            return json.loads(line)
+                        except ValueError:
+                            continue
+                if tail >= size:
+                    return None
+                tail *= 4
+    except OSError:
+        return None
+
+
+class Shared:
+    """What the papers of one reproduction share: one Spark session (started at first use, by any
+    thread; made the active session of every thread that asks for it, so ``api.analyze_runs`` in
+    a worker thread reuses it and does not stop it) and the progress tally."""
+
+    def __init__(self, spark_master: str | None, tally: Tally) -> None:
+        import threading
+
+        self.spark_master = spark_master
+        self.tally = tally
+        self.spark: Any = None
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()  # set when the reproduction is interrupted
+
+    def get_spark(self) -> Any:
+        from testbed.analysis.session import activate, spark_session
+
+        with self._lock:
+            if self.spark is None:
+                self.spark = spark_session(self.spark_master, app="testbed-reproduce")
+        activate(self.spark)
+        return self.spark
+
+    def adopt(self) -> None:
+        """In a worker thread: the session, if started, is this thread's active one too (code that
+        asks ``getActiveSession()`` then reuses it instead of making and stopping its own)."""
+        with self._lock:
+            spark = self.spark
+        if spark is not None:
+            from testbed.analysis.session import activate
+
+            activate(spark)
+
+    def stop(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+class PaperWork:
+    """One paper of a reproduction as scheduler items: its pending runs and computed entries, the
+    batches of per-run analyses its made runs need, and its analysis (figures, claims, result
+    files), which starts once every other item of the paper is done."""
+
+    def __init__(self, paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *, runs_dir: str | None,
+                 provider: str | None, progress: Progress, points: dict[str, Any] | None,
+                 on_step: Callable[[dict[str, Any]], None] | None, shared: Shared, jobs: int | None) -> None:
+        from testbed.runs.rundir import runs_root
+
+        self.paper, self.scale, self.provider, self.points = paper, scale, provider, points
+        self.progress, self.on_step, self.shared = progress, on_step, shared
+        self.figs = figure_list(paper, figs)
+        self.out_dir = Path(out_dir)
+        self.out = self.out_dir / paper.name
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.index, self.work, self.todo = pending(paper, scale, self.figs, self.out, provider, points)
+        self.jobs = max(1, jobs if jobs is not None else paper.parallel_at(scale))  # its runs at a time
+        self.stats: dict[str, Any] = {"points": len(self.work), "ran": 0, "reused": len(self.work) - len(self.todo),
+                                      "run_s": 0.0, "jobs": self.jobs, "phases": {}}
+        self.root = runs_root(runs_dir) / f"reproduce-{paper.name}-{scale}"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.waiting: list[tuple[Work, dict[str, Any], Any, float]] = []  # made runs to analyse in a batch
+        self.started: list[int] = []  # indices into todo, in the order they started
+        self.cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=self.jobs,
+                                   runs_dir=runs_root(runs_dir), get_spark=shared.get_spark,
+                                   stopping=shared.stopping.is_set)
+        self.cores: dict[str, list[float]] = {}  # grid -> cores measured per run (the index's, then ours)
+        for w, _, _ in self.work:
+            e = self.index.get(w.key) or {}
+            if e.get("cpu_cores") is not None:
+                self.cores.setdefault(w.grid.name, []).append(float(e["cpu_cores"]))
+        self.t0: float | None = None
+        self.t_runs: float | None = None
+        self.t_end: float | None = None
+        self.load_start: Any = None
+        self.result: Path | None = None
+        self.by_grid: dict[str, list[tuple[Item, Work]]] = {}  # its items, to re-cost as runs are measured
+
+    # -- costs -----------------------------------------------------------------------------------
+    def cpu_of(self, w: Work) -> float:
+        """Cores one item of ``w``'s grid keeps busy: the mean measured on the grid's runs (this
+        reproduction's or the index's), else the declared; a search making runs that many times
+        the runs it makes at once; a pure computed entry a tenth of a core."""
+        g = w.grid
+        if g.compute is not None and not g.makes_runs:
+            return 0.1
+        xs = self.cores.get(g.name)
+        one = sum(xs) / len(xs) + CONTROLLER_CPU if xs else self.paper.cpu_for(g, self.scale)
+        return one * self.slots_of(w)
+
+    def slots_of(self, w: Work) -> int:
+        """Runs at a time the item counts for: a computed entry that makes runs the most it makes at
+        once (``Grid.makes_runs``, at most the paper's jobs), any other one (a pure computed entry
+        too: made one at a time when the paper makes runs one at a time)."""
+        if w.grid.compute is not None and w.grid.makes_runs:
+            return max(1, min(self.jobs, int(w.grid.makes_runs)))
+        return 1
+
+    def left(self) -> list[Cost]:
+        done = set(self.started)
+        return durations(self.work, [i for i in self.todo if i not in done])
+
+    # -- items -----------------------------------------------------------------------------------
+    def items(self) -> list[Item]:
+        from testbed.experiments.schedule import Item
+
+        out = []
+        for k, i in enumerate(self.todo):
+            w = self.work[i][0]
+            alone = self.paper.alone_for(w.grid)
+            entry: dict[str, Any] = {}
+            out.append(item := Item(
+                name=f"{self.paper.name}:{entry_name(Entry(w.grid.name, self.work[i][1], self.work[i][2], w.key))}",
+                group=self.paper.name, cpu=self.cpu_of(w), alone=alone, slots=self.slots_of(w),
+                kind="compute" if w.grid.compute is not None else "run",
+                exclusive=f"compute:{self.paper.name}" if w.grid.compute is not None else "",
+                rank=RANK_ALONE if alone else RANK_SHARED, order=k / len(self.todo),
+                start=(lambda i=i, entry=entry: entry.update(self.announce(i))),
+                do=(lambda w=w, entry=entry: self.compute(w, entry) if w.grid.compute is not None
+                    else self.make(w, entry)),
+                done=(lambda res, w=w, entry=entry: self.made(w, entry, res))))
+            self.by_grid.setdefault(w.grid.name, []).append((item, w))
+        out.append(Item(name=f"{self.paper.name}:analysis", group=self.paper.name, cpu=ANALYSIS_CPU, slots=0,
+                        kind="analysis", exclusive="analysis", last=True, rank=RANK_ANALYSIS,
+                        start=self.analysis_starts,
+                        do=self.analyze, done=lambda res: None))
+        return out
+
+    def _begin(self) -> None:
+        if self.t0 is None:
+            from testbed.experiments import stamp as stamps
+
+            self.t0 = time.monotonic()
+            self.load_start = stamps.load_now()
+            self.progress(f"{self.paper.name} ({self.scale}): {len(self.work)} runs needed, {self.stats['reused']} "
+                          f"reused from the index, {len(self.todo)} to run"
+                          + (f", {self.jobs} at a time" if self.jobs > 1 and self.todo else ""))
+
+    def announce(self, i: int) -> dict[str, Any]:
+        """The progress line and step of ``work[i]`` as it starts; its index entry so far."""
+        self._begin()
+        self.started.append(i)
+        tally = self.shared.tally
+        w, point, r = self.work[i]
+        eta = tally.eta()
+        tally.done += 1
+        figs_of = self.paper.figures_of(w.grid.name)
+        step = {"paper": self.paper.name, "figures": figs_of, "grid": w.grid.name, "point": point,
+                "repeat": r, "repeats": w.grid.repeats_at(self.scale), "n": tally.done, "of": tally.total,
+                "eta_s": round(eta, 1)}
+        if self.on_step:
+            self.on_step(step)
+        what = ("Figs " + ",".join(map(str, figs_of))) if figs_of else "checks"
+        pt = " ".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
+        self.progress(f"{self.paper.name} {what} (grid {w.grid.name}) point {pt} repeat {r + 1}/"
+                      f"{w.grid.repeats_at(self.scale)}: {tally.done}/{tally.total}, ETA {_fmt_s(eta)}")
+        return {"grid": w.grid.name, "point": point, "repeat": r, "topology": w.path.name, "set": w.set_vars}
+
+    # -- in a worker thread ----------------------------------------------------------------------
+    def make(self, w: Work, entry: dict[str, Any]) -> tuple[Any, float, float | None]:
+        """One run, up to teardown; returns it, its wall time and the cores its nodes kept busy."""
+        from testbed import api
+
+        t = time.monotonic()
+        rd = _run_once_more_on_error(api, w, self.root, self.progress, entry, self.shared.stopping.is_set)
+        if self.shared.stopping.is_set():  # stopped from outside while being made: not a finished run
+            rd.update_manifest(status="interrupted")
+            raise KeyboardInterrupt(f"{rd.path.name}: stopped by the interrupt")
+        return rd, time.monotonic() - t, run_cpu(rd.path)
+
+    def compute(self, w: Work, entry: dict[str, Any]) -> tuple[None, float, None]:
+        self.shared.adopt()
+        t = time.monotonic()
+        entry["row"] = w.grid.compute(w.plan, self.cctx)
+        return None, time.monotonic() - t, None
+
+    # -- in the scheduling thread ----------------------------------------------------------------
+    def made(self, w: Work, entry: dict[str, Any], res: tuple[Any, float, float | None]) -> list[Item]:
+        """Record a made run or computed entry; a run its grid wants analysed waits for a batch,
+        which becomes an item once ANALYZE_BATCH wait or no other run of the paper is left."""
+        rd, dt, cores = res
+        if cores is not None:
+            entry["cpu_cores"] = cores
+            self.cores.setdefault(w.grid.name, []).append(cores)
+            for item, wi in self.by_grid.get(w.grid.name, []):  # the grid's items not started yet cost what was measured
+                item.cpu = self.cpu_of(wi)
+        self.t_runs = time.monotonic()  # the last made so far
+        if rd is not None and w.grid.analyze:
+            self.waiting.append((w, entry, rd, dt))
+        else:
+            self.record(w, entry, rd, dt)
+        if self.waiting and (len(self.waiting) >= ANALYZE_BATCH or self._all_made()):
+            return [self.batch_item()]
+        return []
+
+    def _all_made(self) -> bool:
+        return len(self.started) == len(self.todo) and self.shared.running_runs(self.paper.name) == 0
+
+    def batch_item(self) -> Item:
+        from testbed.experiments.schedule import Item
+
+        batch = self.waiting[:]
+        self.waiting.clear()
+
+        def run() -> float:
+            t = time.monotonic()
+            self.shared.get_spark()
+            from testbed import api
+
+            if len(batch) > 1:
+                self.progress(f"{self.paper.name}: analysing {len(batch)} runs at once")
+            api.analyze_runs([str(rd.path) for _, _, rd, _ in batch], spark_master=self.shared.spark_master)
+            return (time.monotonic() - t) / len(batch)
+
+        def done(share: float) -> None:
+            for w, entry, rd, dt in batch:
+                self.record(w, entry, rd, dt + share)
+
+        return Item(name=f"{self.paper.name}:analyse {len(batch)} runs", group=self.paper.name, cpu=ANALYSIS_CPU,
+                    slots=0, kind="analysis", exclusive="analysis", rank=RANK_BATCH, do=run, done=done)
+
+    def record(self, w: Work, entry: dict[str, Any], rd: Any, dt: float) -> None:
+        """Record a made (and, if its grid wants it, analysed) run, or a computed entry, in the index."""
+        if rd is not None:
+            entry["run"] = str(rd.path)
+            self.shared.tally.measured[w.grid.analyze].append(max(0.0, dt - w.plan.duration_s))
+            from testbed.faults.schedule import settle_s
+
+            entry["phases"] = run_phases(rd.manifest, settle_s(w.plan), w.plan.duration_s, dt)
+            g = self.stats["phases"].setdefault(w.grid.name, {"runs": 0, "wall_s": 0.0})
+            g["runs"] += 1
+            g["wall_s"] = round(g["wall_s"] + dt, 2)
+            for k, v in entry["phases"].items():
+                g[k] = round(g.get(k, 0.0) + v, 2)
+        entry["elapsed_s"] = round(dt, 2)
+        entry["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.stats["ran"] += 1
+        self.stats["run_s"] += dt
+        self.index.put(w.key, entry)
+
+    def analysis_starts(self) -> None:
+        self._begin()
+        if self.t_runs is None:
+            self.t_runs = time.monotonic()
+
+    # -- the paper's analysis (a worker thread) --------------------------------------------------
+    def entries(self) -> dict[str, list[Entry]]:
+        by_grid: dict[str, list[Entry]] = {g.name: [] for g in self.paper.grids_for(self.figs)}
+        todo = set(self.todo)
+        for i, (w, point, r) in enumerate(self.work):
+            e = self.index.get(w.key) or {}
+            by_grid[w.grid.name].append(Entry(w.grid.name, point, r, w.key,
+                                              Path(e["run"]) if e.get("run") else None, e.get("row"),
+                                              reused=i not in todo))
+        return by_grid
+
+    def analyze(self) -> Path:
+        """The paper's ``analyze`` over its finished runs, then its result files."""
+        self.shared.adopt()
+        paper, stats = self.paper, self.stats
+        stats["run_s"] = round(stats["run_s"], 1)
+        entries = self.entries()
+        t1 = time.monotonic()
+        ctx = Context(paper, self.scale, self.figs, self.out, entries, self.progress, self.shared.spark_master,
+                      get_spark=self.shared.get_spark)
+        paper.analyze(ctx)
+        self.t_end = time.monotonic()
+        t0 = self.t0 if self.t0 is not None else t1
+        self.result = write_result(self, ctx, entries, runs_s=(self.t_runs or t1) - t0, analysis_s=self.t_end - t1,
+                                   total_s=self.t_end - t0)
+        return self.result
+
+
+def write_result(pw: PaperWork, ctx: Context, entries: dict[str, list[Entry]], *, runs_s: float,
+                 analysis_s: float, total_s: float) -> Path:
+    """``<out>/<paper>/result.json``, ``claims.json``, ``checks.json``, ``report.md``; the paper's wall
+    time and phases printed."""
+    from testbed.experiments import report
     from testbed.experiments import stamp as stamps
 
-    load_start = stamps.load_now()
-    session: dict[str, Any] = {}  # one Spark session for the runs' analyses and the paper's
-    try:
-        entries, stats = run_grids(paper, scale, figs, out, runs_dir=runs_dir, provider=provider,
-                                   progress=progress, flt=points, on_step=on_step, spark_master=spark_master,
-                                   tally=tally, session=session, jobs=jobs)
-    except BaseException:
-        if session.get("spark") is not None:
-            session["spark"].stop()
-        raise
-    t1 = time.monotonic()
-    ctx = Context(paper, scale, figs, out, entries, progress, spark_master, _spark=session.get("spark"))
-    try:
-        paper.analyze(ctx)
-    finally:
-        if ctx._spark is not None:
-            ctx._spark.stop()
+    paper, stats, out, scale, figs = pw.paper, pw.stats, pw.out, pw.scale, pw.figs
     evidence = figure_evidence(ctx, entries)
-    timings = {"runs_s": round(t1 - t0, 1), "analysis_s": round(time.monotonic() - t1, 1),
-               "total_s": round(time.monotonic() - t0, 1)}
+    timings = {"runs_s": round(runs_s, 1), "analysis_s": round(analysis_s, 1),
+               "total_s": round(total_s, 1)}
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    index = RunIndex(out / f"index-{scale}.json")
-    used = [index.get(e.key) or {} for es in entries.values() for e in es]
+    used = [pw.index.get(e.key) or {} for es in entries.values() for e in es]
     runs = [e.run for es in entries.values() for e in es if e.run is not None]
     stamp = stamps.stamp(scale=scale, figures=figs, wall_s=timings["total_s"], load_runs=load_evidence(runs),
-                         load_start=load_start, runs_elapsed_s=sum(float(u.get("elapsed_s") or 0) for u in used),
-                         provider=provider, jobs=stats.get("jobs"), points_filter=points, date=created)
+                         load_start=pw.load_start, runs_elapsed_s=sum(float(u.get("elapsed_s") or 0) for u in used),
+                         provider=pw.provider, jobs=stats.get("jobs"), points_filter=pw.points, date=created)
     result = {
         "paper": paper.name, "title": paper.title, "scale": scale, "figures": figs, "stamp": stamp,
-        "points_filter": points or {}, "notes": paper.notes,
+        "points_filter": pw.points or {}, "notes": paper.notes,
         "created": created,
         "timings": timings, "stats": stats,
         "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
@@ -682,15 +814,152 @@ def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: P
 
     # no path of this machine in what is written: run directories relative to the reproduction
     # directory (where REPORT.md is), so a reproduction moved or shipped with its runs still reads
-    result = relative_paths(_json(result), Path(out_dir))
+    result = relative_paths(_json(result), pw.out_dir)
     (out / "result.json").write_text(json.dumps(_json(result), indent=1, default=str))
     (out / "claims.json").write_text(json.dumps(_json(stamps.claims_document(result)), indent=1))
     (out / "checks.json").write_text(json.dumps(_json(result["checks"]), indent=1, default=str))
     (out / "report.md").write_text(report.paper_markdown(_json(result), link_prefix=""))
-    progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
-             f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
-    progress(f"{paper.name}: wall time {timings['total_s']:.0f} s = runs and computed entries "
-             f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s; the runs made, by grid "
-             f"(seconds per phase, summed over runs" + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
-             + "):" + ("\n" + phase_line(stats["phases"]) if stats["phases"] else " none"))
+    wait_s = timings["total_s"] - timings["runs_s"] - timings["analysis_s"]
+    pw.progress(f"{paper.name}: {len(ctx.claims)} claims, {len(ctx.checks)} checks, "
+                f"{stats['ran']} runs made, {stats['reused']} reused ({timings['total_s']} s)")
+    pw.progress(f"{paper.name}: wall time {timings['total_s']:.0f} s = runs and computed entries "
+                f"{timings['runs_s']:.0f} s + analysis {timings['analysis_s']:.0f} s"
+                + (f" + waiting for the analysis's turn {wait_s:.0f} s" if wait_s >= 1 else "")
+                + "; the runs made, by grid (seconds per phase, summed over runs"
+                + (f", {stats['jobs']} made at a time" if stats["jobs"] > 1 else "")
+                + "):" + ("\n" + phase_line(stats["phases"]) if stats["phases"] else " none"))
     return out / "result.json"
+
+
+def machine_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Scheduled:
+    """What :func:`reproduce_papers` did: per paper its result (or its error) and times."""
+
+    wall_s: float
+    budget: float
+    jobs: int | None
+    papers: dict[str, dict[str, Any]]
+    failed: dict[str, BaseException]
+
+
+def reproduce_papers(chosen: list[Paper], scale: str, figs: list[int] | None, out_dir: Path, *,
+                     runs_dir: str | None = None, provider: str | None = None, progress: Progress = lambda s: None,
+                     points: dict[str, Any] | None = None, on_step: Callable[[dict[str, Any]], None] | None = None,
+                     spark_master: str | None = None, jobs: int | None = None,
+                     budget: float | None = None) -> Scheduled:
+    """Every chosen paper's pending runs, computed entries and analyses in one scheduler pool
+    (:mod:`testbed.experiments.schedule`): runs marked alone one at a time with nothing beside them,
+    the others together within ``budget`` cores (default: the machine's) and each paper's
+    ``parallel`` (``jobs``: at most that many runs at a time in all, and per paper); a paper's
+    analysis as soon as its runs are done, in one Spark session. One paper's failure costs only its
+    own pending work."""
+    from testbed import api
+    from testbed.errors import UsageError
+    from testbed.experiments.grid import SCALES
+    from testbed.experiments.schedule import Pool, execute
+
+    if scale not in SCALES:
+        raise UsageError(f"unknown scale {scale!r} ({' or '.join(SCALES)})")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs {jobs}: at least 1")
+    if budget is not None and budget <= 0:
+        raise UsageError(f"--cpu-budget {budget}: more than 0 cores")
+    budget = float(budget if budget is not None else machine_cores())
+    t0 = time.monotonic()
+    tally = Tally()
+    shared = Shared(spark_master, tally)
+    works = [PaperWork(p, scale, figs, out_dir, runs_dir=runs_dir, provider=provider, progress=progress,
+                       points=points, on_step=on_step, shared=shared, jobs=jobs) for p in chosen]
+    tally.total = sum(len(pw.todo) for pw in works)
+    pool = Pool()
+    for pw in works:
+        pool.add(pw.items())
+
+    def running_runs(group: str) -> int:
+        return sum(1 for i in pool.running if i.group == group and i.kind != "analysis")
+
+    def eta() -> float:
+        """Seconds left: the alone papers' runs one after the other, the others' divided by the runs
+        that fit at once (the budget over their cores, at most the sum of their runs at a time)."""
+        alone, shared_s, cores, at_once = 0.0, 0.0, [], 0
+        for pw in works:
+            left = pw.left()
+            if not left:
+                continue
+            s = eta_s(left, tally.measured)
+            if pw.paper.alone:
+                alone += s
+            else:
+                shared_s += s
+                cores += [pw.cpu_of(w) for w, _, _ in pw.work if w.grid.compute is None][:1]
+                at_once += pw.jobs
+        if shared_s:
+            per = max(0.05, sum(cores) / len(cores)) if cores else 1.0
+            k = max(1.0, min(float(jobs or at_once), budget / per, float(at_once)))
+            shared_s /= k
+        return alone + shared_s
+
+    shared.running_runs = running_runs  # type: ignore[attr-defined]
+    tally.eta = eta  # type: ignore[method-assign]
+    caps = {pw.paper.name: pw.jobs for pw in works}
+    by_name = {pw.paper.name: pw for pw in works}
+    progress(f"reproduce ({scale}): {tally.total} runs to make in {len(works)} paper(s), by a budget of "
+             f"{budget:g} cores" + (f", --jobs {jobs}" if jobs else "")
+             + (f"; alone (nothing beside them): {', '.join(p.name for p in chosen if p.alone)}"
+                if any(p.alone for p in chosen) else ""))
+
+    def on_fail(item, e: BaseException) -> None:
+        progress(f"{item.group}: FAILED ({item.name}): {type(e).__name__}: {e}")
+
+    def on_interrupt(running) -> None:
+        shared.stopping.set()  # a run failing because it was stopped is not tried again
+        for g in sorted({i.group for i in running if i.kind != "analysis"}):
+            progress(f"stopping the run(s) of {g} being made")
+            try:
+                api.down(all_runs=True, runs_dir=str(by_name[g].root))
+            except Exception as e:  # noqa: BLE001 - the runs' own teardown still runs in their threads
+                progress(f"  stopping them: {type(e).__name__}: {e}")
+
+    try:
+        with _sigterm_interrupts():
+            failed = execute(pool, budget=budget, jobs=jobs, caps=caps, on_fail=on_fail, on_interrupt=on_interrupt)
+    finally:
+        shared.stop()
+    wall = time.monotonic() - t0
+    papers_out = {}
+    for pw in works:
+        d: dict[str, Any] = {"result": str(pw.result) if pw.result else None,
+                             "runs_made": pw.stats["ran"], "reused": pw.stats["reused"]}
+        if pw.t0 is not None:
+            d["start_s"] = round(pw.t0 - t0, 1)
+            if pw.t_runs is not None:
+                d["runs_done_s"] = round(pw.t_runs - t0, 1)
+            if pw.t_end is not None:
+                d["end_s"] = round(pw.t_end - t0, 1)
+                d["wall_s"] = round(pw.t_end - pw.t0, 1)
+        if pw.paper.name in failed:
+            e = failed[pw.paper.name]
+            d["failed"] = f"{type(e).__name__}: {e}"
+        papers_out[pw.paper.name] = d
+    return Scheduled(wall_s=round(wall, 1), budget=budget, jobs=jobs, papers=papers_out, failed=failed)
+
+
+def reproduce_paper(paper: Paper, scale: str, figs: list[int] | None, out_dir: Path, *,
+                    runs_dir: str | None = None, provider: str | None = None,
+                    progress: Progress = lambda s: None, points: dict[str, Any] | None = None,
+                    on_step: Callable[[dict[str, Any]], None] | None = None,
+                    spark_master: str | None = None, jobs: int | None = None,
+                    budget: float | None = None) -> Path:
+    """Run and analyse one paper (the same scheduler, one paper in it); returns ``<out>/<paper>/result.json``."""
+    s = reproduce_papers([paper], scale, figs, out_dir, runs_dir=runs_dir, provider=provider, progress=progress,
+                         points=points, on_step=on_step, spark_master=spark_master, jobs=jobs, budget=budget)
+    if paper.name in s.failed:
+        raise s.failed[paper.name]
+    return Path(s.papers[paper.name]["result"])

@@ -75,7 +75,7 @@ def test_wait_search_on_real_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("TESTBED_RUNS", str(tmp_path / "not-these"))
     path = str(topologies.find("transactions", "reproduce.yaml"))
     [plan] = api.plans(path, {"scale": "quick", "variant": "blwait", "transactions": 4})
-    # what run_grids gives from --runs-dir
+    # what the runner gives from --runs-dir
     row = T.search(plan, runner.ComputeContext(scale="quick", runs_dir=tmp_path / "runs"))
     # the probes' runs went under the reproduction's runs directory, not $TESTBED_RUNS
     assert Path(row["sample"]["run"]).is_relative_to(tmp_path / "runs" / "reproduce-transactions-quick-wait")

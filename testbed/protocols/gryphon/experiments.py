@@ -520,4 +520,8 @@ PAPER = Paper(
         Grid("fig8", "fig8.yaml", analyze=True),
     ),
     analyze=analyze,
+    # Alone: the figures are the pubend and subend brokers' CPU per event (Figs 4-5) and what
+    # recovery costs them (Figs 6-8), measured as the processes' CPU time: another run's processes
+    # on the same cores would change them, so `reproduce` runs each of these with nothing beside it.
+    alone=True,
 )

@@ -76,6 +76,11 @@ CHECKED = "every run: the figure runs of both movements and the two check runs (
 # sharing changes: a node may wait for a core a little more often; docs/mobility.md compares the
 # latencies measured both ways. Paper-scale runs (400-1000 clients, 600 s) run one at a time.
 PARALLEL = {"quick": 2, "paper": 1}
+# The cores a quick run keeps busy, for the scheduler of `reproduce` until it has measured the
+# grid's own runs (node processes, from their logs' cpu events: 0.12-0.28 per grid in the
+# reproduction of 2026-11-27 13:40, main 305d2aa), plus the controller's share: 0.3. Paper-scale
+# runs are not measured yet: a whole core.
+CPU = {"quick": 0.3, "paper": 1.0}
 
 # Every tolerance of this paper, with its reason (one place).
 TOL = {
@@ -716,5 +721,6 @@ PAPER = Paper(
     ),
     check_grids=("check-reconfiguration", "check-covering"),
     parallel=PARALLEL,
+    cpu=CPU,
     analyze=analyze,
 )

@@ -39,6 +39,9 @@ BW_RATE = {"quick": 1000, "paper": 5000}  # the rate point Figs 11-12 are drawn 
 # the rate of the pipeline grid (deviation 9 on and off): each scale's lowest sweep rate, where both
 # shapes keep up, so the difference is the chains' route, not queueing
 PIPELINE_RATE = {"quick": 250, "paper": 1000}
+# The cores a check run keeps busy (the smoke topology: 0.12-0.13 measured from its nodes' cpu
+# events in the reproduction of 2026-11-27 13:40, main 305d2aa), plus the controller's share.
+CHECK_CPU = 0.2
 CHECK_SET = {"reliable": {"ens": "reliable", "duration": "6s"},
              "unreliable": {"ens": "unreliable", "duration": "6s", "loss": "3%", "retry": "500ms",
                             "ttl": "5ms", "jitter": "15ms", "reorder": "true"}}
@@ -658,10 +661,15 @@ PAPER = Paper(
         Grid("pipeline", "fig09-{scale}.yaml", set={"pipeline": "false"},
              points={sc: [{"shape": sh, "rate": r} for sh in SHAPES] for sc, r in PIPELINE_RATE.items()}),
         Grid("check-reliable", "smoke.yaml", set=CHECK_SET["reliable"], repeats={"quick": 1, "paper": 1},
-             pass_scale=False),
+             pass_scale=False, alone=False, cpu={"quick": CHECK_CPU, "paper": CHECK_CPU}),
         Grid("check-unreliable", "smoke.yaml", set=CHECK_SET["unreliable"], repeats={"quick": 1, "paper": 1},
-             pass_scale=False),
+             pass_scale=False, alone=False, cpu={"quick": CHECK_CPU, "paper": CHECK_CPU}),
     ),
     check_grids=("check-reliable", "check-unreliable"),
+    # Alone: Figs 9-10 are throughput sweeps to the knee (the offered rate the brokers keep up with)
+    # and Fig 13 the delivery rate as subscribers grow: what the machine has to spare is the
+    # measurement, so each figure run has the machine to itself. The two check runs (the history
+    # checks only, no figure) share it (their grids say alone=False).
+    alone=True,
     analyze=analyze,
 )

@@ -101,3 +101,80 @@ def test_a_computed_entry_sees_the_runs_made_at_a_time(tmp_path, monkeypatch):
     E.reproduce("j", out_dir=tmp_path / "a")
     E.reproduce("j", out_dir=tmp_path / "b", jobs=1)
     assert seen == [2, 2, 1, 1]  # the paper's parallel, then --jobs
+
+
+def test_an_interrupted_reproduction_resumes_with_what_is_missing(tmp_path, monkeypatch):
+    """Ctrl-C in the third computed entry (a worker thread of the scheduler): the reproduction stops,
+    the index keeps the entries finished; the next one makes only the rest."""
+    calls, interrupt = [], [True]
+
+    def row(plan, ctx):
+        calls.append(plan.repeat_index)
+        if len(calls) == 3 and interrupt.pop():
+            raise KeyboardInterrupt()
+        return {"seed": plan.node_seed("b1")}
+
+    paper = Paper(name="i", title="paper i", topology_dir=TINY, analyze=lambda ctx: None,
+                  figures=(Figure(1, "f", ("g",), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}, compute=row),))
+    monkeypatch.setattr(E, "papers", lambda: {"i": paper})
+    with pytest.raises(KeyboardInterrupt):
+        E.reproduce("i", out_dir=tmp_path, jobs=1)
+    assert len(json.loads((tmp_path / "i" / "index-quick.json").read_text())) == 2
+    calls.clear()
+    interrupt.append(False)
+    E.reproduce("i", out_dir=tmp_path, jobs=1)
+    assert len(calls) == 4  # 6 entries, 2 kept
+    assert json.loads((tmp_path / "i" / "result.json").read_text())["stats"]["reused"] == 2
+
+
+def test_reproduce_writes_its_wall_time_and_each_papers(tmp_path, monkeypatch):
+    monkeypatch.setattr(E, "papers", lambda: {"a": _paper("a", _analyze), "c": _paper("c", _analyze)})
+    lines: list[str] = []
+    E.reproduce("all", out_dir=tmp_path, progress=lines.append)
+    timing = json.loads((tmp_path / "timing.json").read_text())
+    assert timing["target"] == "all" and timing["wall_s"] >= 0 and set(timing["papers"]) == {"a", "c"}
+    for p in timing["papers"].values():
+        assert p["runs_made"] == 6 and 0 <= p["start_s"] <= p["end_s"] <= timing["wall_s"] + 0.1
+    assert any(s.startswith("reproduce all (quick): wall time") and "a " in s and "c " in s for s in lines), lines
+
+
+def test_a_runs_cores_come_from_its_nodes_cpu_events(tmp_path):
+    from testbed.experiments.runner import run_cpu
+
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"up_s": 2.0, "schedule_s": 8.0}))
+    assert run_cpu(run) is None  # no cpu events: not measured
+    for node, (u, s) in {"b1": (3.0, 1.0), "c1": (0.5, 0.5)}.items():
+        lines = [{"ev": "cpu", "user_s": u / 2, "sys_s": 0.0}, {"ev": "deliver", "n": 1}] * 3000
+        lines.append({"ev": "cpu", "user_s": u, "sys_s": s})
+        lines += [{"ev": "deliver", "n": 2}] * 2000  # the last cpu event is not in the last 16 KB
+        (run / "logs" / f"{node}.jsonl").write_text("\n".join(json.dumps(x, separators=(",", ":")) for x in lines) + "\n")
+    assert run_cpu(run) == pytest.approx((4.0 + 1.0) / 10.0)
+
+
+def test_a_grids_items_cost_what_its_runs_measured(tmp_path):
+    """The declared cost until a run of the grid is measured, then the measured mean (+ the controller's share)."""
+    from types import SimpleNamespace
+
+    from testbed.experiments import runner as R
+
+    paper = Paper(name="c", title="paper c", topology_dir=TINY, analyze=lambda ctx: None, cpu={"quick": 0.7},
+                  figures=(Figure(1, "f", ("g",), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}),))
+    shared = R.Shared(None, R.Tally())
+    shared.running_runs = lambda group: 0
+    pw = R.PaperWork(paper, "quick", None, tmp_path / "out", runs_dir=str(tmp_path / "runs"), provider=None,
+                     progress=lambda s: None, points=None, on_step=None, shared=shared, jobs=None)
+    items = [i for i in pw.items() if i.kind == "run"]
+    assert len(items) == 6 and {i.cpu for i in items} == {0.7}  # declared
+    first = items[0]
+    first.start()
+    w = pw.work[pw.todo[0]][0]
+    run = tmp_path / "run"
+    run.mkdir()
+    pw.made(w, {}, (SimpleNamespace(path=run, manifest={}), 3.0, 0.2))
+    assert [i.cpu for i in items[1:]] == [pytest.approx(0.2 + R.CONTROLLER_CPU)] * 5
+    entry = json.loads((tmp_path / "out" / "c" / "index-quick.json").read_text())[w.key]
+    assert entry["cpu_cores"] == 0.2  # kept for the next reproduction

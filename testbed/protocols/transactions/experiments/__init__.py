@@ -54,6 +54,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     LABEL,
     OVERLAYS,
     PARALLEL,
+    CPU,
     PLACEMENTS,
     SCALES,
     SEEDS,
@@ -116,8 +117,9 @@ PAPER = Paper(
              repeats={s: SEEDS for s in SCALES}),
         *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES},
                repeats=FIG6_REPEATS if g == "wait-overlays" else {s: SEEDS for s in SCALES},
-               compute=search) for g in WAIT_GRIDS),
+               compute=search, makes_runs=2) for g in WAIT_GRIDS),  # a search probes in pairs (wait._prober)
     ),
     analyze=analyze,
     parallel=PARALLEL,
+    cpu=CPU,
 )

@@ -52,6 +52,10 @@ FIG9 = {"quick": {"transactions": 20, "duration": "40s"}, "paper": {}}
 # more often; docs/transactions.md ("Runs at a time") compares Fig 5 made both ways. Paper-scale
 # runs (1000 transactions, Fig 9's 20k events per round) run one at a time.
 PARALLEL = {"quick": 2, "paper": 1}
+# The cores a quick run keeps busy, for the scheduler of `reproduce` until it has measured the
+# grid's own runs: the figures above, every process and the controller, 0.2-0.4 core. Paper-scale
+# runs are not measured yet: a whole core.
+CPU = {"quick": 0.3, "paper": 1.0}
 
 # Every tolerance of this paper, with its reason (one place).
 TOL = {
