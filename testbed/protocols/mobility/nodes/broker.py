@@ -167,6 +167,8 @@ class MobilityBroker(Broker):
         # a restarted broker starts empty: its clients died with it (section 4.1) and the ones that
         # started here may live elsewhere now, so only the first incarnation creates them
         self.incarnation = next_incarnation(self.config.get("state_dir"))
+        self.joining: list[dict[str, Any]] = []  # clients that connect after t0 (their spec; ``join_at``)
+        self._join_timers: list[Any] = []
         for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
             for c in assign(spec, broker_order(self.brokers), int(self.config.get("repeat_index") or 0)):
@@ -179,6 +181,9 @@ class MobilityBroker(Broker):
                     c.update(rate=g.get("rate"), attrs=attrs)
                     self.copies[c["client"]] = Copy(c["client"], "", {}, "started", "", 0, c,
                                                     advs={f"{c['client']}:a1": adv})
+                    continue
+                if c.get("join_at", 0.0) > 0:  # joins during the run (the group's ``join`` window)
+                    self.joining.append(c)
                     continue
                 sub_id = f"{c['client']}:s1"
                 self.copies[c["client"]] = Copy(c["client"], c["filter"], {sub_id: c["filter"]}, "started",
@@ -212,9 +217,29 @@ class MobilityBroker(Broker):
                 c.timer = self.rt.call_later(max(0.0, offset_s + c.offset), self._move_tick, c.client, c)
             if c.rate > 0:
                 self._start_publishing(c, max(0.0, offset_s))
+        for spec in self.joining:
+            self._join_timers.append(self.rt.call_later(max(0.0, offset_s + spec["join_at"]), self._join, spec))
+
+    def _join(self, spec: dict[str, Any]) -> None:
+        """A client of a join window connects here: its copy starts and subscribes (as the ones made at
+        start-up do), then its movement pattern begins (first move ``offset`` after joining)."""
+        if not self._running or spec["client"] in self.copies:
+            return
+        sub_id = f"{spec['client']}:s1"
+        c = Copy(spec["client"], spec["filter"], {sub_id: spec["filter"]}, "started", "", 0, spec)
+        self.copies[c.client] = c
+        self.rt.log("client_state", mid="", client=c.client, copy="init", state="started")
+        self.rt.log("subscribe", client=c.client, sub_id=sub_id, filter=c.filter, broker=self.name)
+        self.emit(self.table.subscribe(sub_id, parse_cached(c.filter), "@" + c.client))
+        self._drain_changes("")
+        if c.moving:
+            c.timer = self.rt.call_later(c.offset, self._move_tick, c.client, c)
 
     async def stop_workload(self) -> None:
         self._running = False
+        for h in self._join_timers:
+            h.cancel()
+        self._join_timers = []
         for c in self.copies.values():
             if c.timer is not None:
                 c.timer.cancel()
