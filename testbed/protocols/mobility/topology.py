@@ -205,6 +205,11 @@ def check(topology) -> list:
                                              "on them (start: [...])"))
         if len(brokers) < 2 and spec.get("moving", "all") != 0:
             problems.append(topology.problem(at, "moving clients need at least two brokers"))
+        vg = (getattr(getattr(topology, "protocol_params", None), "mobile", None) or {}).get(g)
+        join = float(getattr(vg, "join", 0.0) or 0.0)
+        if join and join >= float(topology.duration):
+            problems.append(topology.problem(at + ("join",), f"join window {join:g}s is not shorter than "
+                                             f"the run ({float(topology.duration):g}s): some clients would never join"))
     # connected: a move needs a path between any two brokers
     if brokers:
         nb: dict[str, set[str]] = {b: set() for b in brokers}
