@@ -153,6 +153,7 @@ class MobilityBroker(Broker):
         self.copies: dict[str, Copy] = {}
         self.coords: dict[str, Coord] = {}
         self.aborted: set[str] = set()
+        self.src_cleaned: set[str] = set()  # covering moves whose source copy was replaced before they ended
         self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
         self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
@@ -779,6 +780,15 @@ class MobilityBroker(Broker):
         sid = f"{client}:s{int(st.get('nsub', 1)) + 1}"
         spec = {"route": st.get("route"), "moves": st.get("moving", True), "pause": st.get("pause", 10.0),
                 "group": st.get("group", ""), "nsub": int(st.get("nsub", 1)) + 1, "reqs": st.get("reqs")}
+        old = self.copies.get(client)
+        if old is not None and old.state == "stopped":
+            # the client comes back while its earlier covering move from here has not ended (its waves
+            # are still acknowledged: under congestion a move can outlast the pause): that stopped
+            # copy is replaced now, so it is clean now, before the new copy starts (#30)
+            for co in self.coords.values():
+                if co.role == "src" and co.client == client and co.mid not in self.src_cleaned:
+                    self.src_cleaned.add(co.mid)
+                    self.rt.log("client_state", mid=co.mid, client=client, copy="src", state="clean")
         c = Copy(client, st["filter"], {sid: st["filter"]}, "started", mid, max(n, int(st.get("moves", n))), spec)
         self.copies[client] = c
         self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
@@ -806,7 +816,10 @@ class MobilityBroker(Broker):
             c = self.copies.get(co.client)
             if c is not None and c.state == "stopped":
                 del self.copies[co.client]
-            self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="clean")
+            if co.mid in self.src_cleaned:  # its copy was replaced (and logged clean) when the client came back
+                self.src_cleaned.discard(co.mid)
+            else:
+                self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="clean")
             self.rt.log("move_step", mid=co.mid, client=co.client, step="done_recv")
             self._end_move(co, "commit")
 
