@@ -91,6 +91,7 @@ def test_checks_pass_on_both_protocols_and_the_figure_is_drawn(reproduced):
         assert all(res.values()), (run, res)
     assert all("attributed" in c for c in checks)  # covering: its losses attributed to its moves (P4)
     assert (out / "figures" / "fig8.png").stat().st_size > 5000
+    assert (out / "figures" / "fig8c.png").stat().st_size > 5000  # the mechanism beside it: queues, CPU, messages
     rows = json.loads((out / "data" / "mix.json").read_text())
     assert sorted((r["movement"], r["repeat"]) for r in rows) == sorted(
         (m, i) for m in ("reconfiguration", "covering") for i in range(3))

@@ -57,9 +57,15 @@ WARMUP_S: dict[str, float | None] = {"quick": None, "paper": 30.0}
 
 
 def warmup_s(plan: dict[str, Any], scale: str) -> float:
+    """The set-up phase: at paper scale the spec's 30 s (or the join window if longer); at quick
+    scale the join window when the clients join during the run (``join``: the moves begun while
+    clients join are the paper's "movements at the beginning"), else the first-move window."""
     fixed = WARMUP_S.get(scale)
+    join = join_s(plan)
     if fixed is not None:
-        return fixed
+        return max(fixed, join)
+    if join > 0:
+        return join
     p = plan.get("params") or {}
     window = max((float(g.get("first_move") or g.get("pause") or 0.0) for g in (p.get("mobile") or {}).values()),
                  default=0.0)
@@ -362,10 +368,41 @@ def _rows(runs, grid: str, scale: str, x: str | None = None, x_of=None) -> Rows:
              **M.summary(df, warm), "settle_s": params.get("settle"),
              "pause_s": max((float(g.get("pause") or 0) for g in groups.values()), default=None),
              "group_size": {str(g.get("workload") or n): int(g.get("count") or 0) for n, g in groups.items()}}
+        r.update(_congestion(e.run, plan, warm))
         if x:
             r[x] = x_of(e, plan) if x_of else e.point.get(x)
         rows.append(r)
     return Rows(rows, x)
+
+
+def join_s(plan: dict[str, Any]) -> float:
+    """The run's join window (the longest of its mobile groups' ``join``; 0 when the clients join
+    before t0)."""
+    groups = ((plan.get("params") or {}).get("mobile") or {}).values()
+    return max((float(g.get("join") or 0.0) for g in groups), default=0.0)
+
+
+def _brokers(plan: dict[str, Any]) -> set[str]:
+    return {n for n, v in (plan.get("nodes") or {}).items()
+            if (v or {}).get("kind", "node") == "node" and (v or {}).get("role") == "broker"}
+
+
+def _congestion(run_dir, plan: dict[str, Any], warm: float) -> dict[str, Any]:
+    """The brokers' congestion of one run (``measure.congestion_summary``) over the whole workload,
+    the warm-up (``cong_early``: the join window when clients join during the run) and after it
+    (``cong_late``), and the service time the plan gave the brokers (``service_ms``, None: none)."""
+    from testbed.protocols.mobility.analysis import measure as M
+
+    if run_dir is None or not (Path(run_dir) / "logs").is_dir():
+        return {}
+    cg = M.congestion(run_dir, _brokers(plan))
+    dur = float(plan.get("duration_s") or 0.0)
+    svc = [((v or {}).get("service") or {}).get("mean_s") for v in (plan.get("nodes") or {}).values()
+           if (v or {}).get("role") == "broker"]
+    svc = [float(x) * 1000 for x in svc if x]
+    return {"cong": M.congestion_summary(cg, 0.0, dur), "cong_early": M.congestion_summary(cg, 0.0, warm),
+            "cong_late": M.congestion_summary(cg, warm, dur), "join_s": join_s(plan),
+            "service_ms": max(svc) if svc else None}
 
 
 def _series(rows: Rows, *path: str, label=lambda m: m) -> dict[str, dict[float, list[float]]]:
@@ -403,6 +440,8 @@ def analyze(ctx) -> None:
         if panels:
             F.latency_over_time(ctx.figure_path(8), f"Fig 8: movement latency over time ({scale}, seed 0)", panels,
                                 mix.rows[0]["warmup_s"])
+            _mechanism(ctx, 8, runs, "mix", None, f"Fig 8's mechanism: broker queues, CPU and messages per move "
+                       f"over time ({scale}, seed 0)")
         ctx.add(*claims_8(mix))
         ctx.measure(8, **evidence(mix))
     if ctx.wants(9):
@@ -422,6 +461,9 @@ def analyze(ctx) -> None:
         data["clients"] = more.rows
         F.latency_and_messages(ctx.figure_path(10), f"Fig 10: number of moving clients ({scale})", "moving clients",
                                _series(cl, "lat_mean_ms"), _series(cl, "msgs_per_move"), _series(cl, "commits"))
+        _mechanism(ctx, 10, runs, "clients", {"clients": CLIENTS[scale][-1]},
+                   f"Fig 10's mechanism at {CLIENTS[scale][-1]} clients: broker queues, CPU and messages per move "
+                   f"over time ({scale}, seed 0)")
         ctx.add(*claims_10(cl))
         ctx.measure(10, **evidence(cl))
     if ctx.wants(11):
@@ -479,6 +521,24 @@ def analyze(ctx) -> None:
         if v:
             ctx.numbers[f"fig8_{m}_lat_mean_ms"] = v
     _checks(ctx)
+
+
+def _mechanism(ctx, fig: int, runs, grid: str, point: dict[str, Any] | None, title: str) -> None:
+    """The congestion beside a figure (``figures.congestion_over_time``, ``fig<N>c.png``): seed 0's
+    run of each protocol at ``point`` of ``grid``."""
+    from testbed.protocols.mobility.analysis import figures as F
+    from testbed.protocols.mobility.analysis import measure as M
+
+    panels, warm, join = {}, 0.0, 0.0
+    for m in MOVEMENTS:
+        sel = [(e, df, plan) for g, e, df, plan in runs if g == grid and e.repeat == 0
+               and e.point.get("movement") == m and all(e.point.get(k) == v for k, v in (point or {}).items())]
+        if sel:
+            e, df, plan = sel[0]
+            warm, join = warmup_s(plan, ctx.scale), join_s(plan)
+            panels[m] = (M.congestion(e.run, _brokers(plan)), M.msgs_over_time(df, 1.0))
+    if panels:
+        F.congestion_over_time(ctx.figure_path(fig, "c"), title, panels, warm, join)
 
 
 def _checks(ctx) -> None:
@@ -542,6 +602,12 @@ def _mean_of(rows: Rows, movement: str, *path: str) -> float:
     return C.mean([_get(r, *path) for r in rows.rows if r["movement"] == movement])
 
 
+def _max_of(rows: Rows, movement: str, *path: str) -> float:
+    v = [_get(r, *path) for r in rows.rows if r["movement"] == movement]
+    v = [x for x in v if not math.isnan(x)]
+    return max(v) if v else math.nan
+
+
 def _fmt(d: dict[Any, float], nd: int = 0) -> str:
     return ", ".join(f"{k} {v:.{nd}f}" for k, v in d.items() if not math.isnan(v)) or None
 
@@ -562,6 +628,13 @@ def evidence(rows: Rows, local: Rows | None = None) -> dict[str, Any]:
         ev[f"{p}_moves"] = _mean_of(rows, m, "moves")
         ev[f"{p}_path_links"] = _mean_of(rows, m, "path_len")
         ev[f"{p}_early_ms"] = _mean_of(rows, m, "early", "lat_mean_ms")
+        ev[f"{p}_early_msgs"] = _mean_of(rows, m, "early", "msgs_per_move")
+        for k, key in (("cong", ""), ("cong_early", "early_"), ("cong_late", "late_")):
+            ev[f"{p}_{key}busy"] = _max_of(rows, m, k, "busy_mean_max")
+            ev[f"{p}_{key}queue_max"] = _max_of(rows, m, k, "queue_max")
+            ev[f"{p}_{key}wait_ms"] = _mean_of(rows, m, k, "wait_ms_mean")
+            ev[f"{p}_{key}cpu_max"] = _max_of(rows, m, k, "cpu_max")
+            ev[f"{p}_{key}recv_max"] = _max_of(rows, m, k, "recv_per_s_max")
         if local is not None and local.rows:
             ev[f"local_{p}_ms"] = _mean_of(local, m, "lat_mean_ms")
             ev[f"{p}_added_ms"] = ev[f"{p}_ms"] - ev[f"local_{p}_ms"]
@@ -571,6 +644,10 @@ def evidence(rows: Rows, local: Rows | None = None) -> dict[str, Any]:
     settle = [r.get("settle_s") for r in rows.rows if r.get("settle_s") is not None]
     pause = [r.get("pause_s") for r in rows.rows if r.get("pause_s") is not None]
     ev["settle_s"] = max(settle) if settle else None
+    joins = [r.get("join_s") for r in rows.rows if r.get("join_s") is not None]
+    ev["join_s"] = max(joins) if joins else None
+    svc = [r.get("service_ms") for r in rows.rows if r.get("service_ms") is not None]
+    ev["service_ms"] = max(svc) if svc else None
     ev["pause_s"] = max(pause) if pause else None
     if any("by_workload" in r for r in rows.rows):
         ev["cov_by_workload"] = _fmt({w: _mean_of(rows, V, "by_workload", w, "lat_mean_ms") for w in WORKLOADS})
@@ -602,10 +679,14 @@ _LOAD = "the machine's 1-minute load average was at most {load_1m_max:.1f} on {c
 _LOADC = ("load_1m_max", "cpus")
 _FEW = "{moves_min}-{moves_max} counted moves per run, {movers_min}-{movers_max} moving clients; " + _LOAD
 _FEWC = ("moves_min", "moves_max", "movers_min", "movers_max") + _LOADC
-_COST = ("covering's moves cost {cov_msgs:.0f} messages against reconfiguration's {reconf_msgs:.0f} yet took "
-         "{cov_ms:.0f} ms against {reconf_ms:.0f} ms: with {movers_max} moving clients per run the extra messages "
-         "did not queue (" + _LOAD + "); the paper blames the congestion of Java brokers with 400-1000 clients")
-_COSTC = ("cov_msgs", "reconf_msgs", "cov_ms", "reconf_ms", "movers_max") + _LOADC
+_COST = ("covering's moves cost {cov_msgs:.0f} messages against reconfiguration's {reconf_msgs:.0f} and took "
+         "{cov_ms:.0f} ms against {reconf_ms:.0f} ms; the brokers' queues ({service_ms:g} ms service time): the "
+         "busiest broker was busy {cov_busy:.0%} of the time under covering against {reconf_busy:.0%}, its longest "
+         "queue {cov_queue_max:.0f} messages against {reconf_queue_max:.0f}, a message waited {cov_wait_ms:.1f} ms "
+         "against {reconf_wait_ms:.1f} ms on average: covering's bursts queue, but not to the paper's 10-100x "
+         "with {movers_max} moving clients per run (" + _LOAD + ")")
+_COSTC = ("cov_msgs", "reconf_msgs", "cov_ms", "reconf_ms", "service_ms", "cov_busy", "reconf_busy", "cov_queue_max",
+          "reconf_queue_max", "cov_wait_ms", "reconf_wait_ms", "movers_max") + _LOADC
 
 
 def _x(fig: int, sentence: str, text: str, cites: tuple[str, ...]) -> tuple[str, Explanation]:
@@ -617,10 +698,13 @@ EXPLAINED = dict([
        "covering / reconfiguration was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] (n={n}): " + _COST, _COSTC),
     _x(8, "early movements slower than steady state (joining load)",
        "the moves begun in the warm-up took {reconf_early_ms:.0f} ms (reconfiguration) and {cov_early_ms:.0f} ms "
-       "(covering) against {reconf_ms:.0f} and {cov_ms:.0f} ms later: the mobile clients join during the "
-       "{settle_s:g} s settle, before the workload's first move, so no move here sees joining clients (in the "
-       "paper clients join during the experiment)",
-       ("reconf_early_ms", "cov_early_ms", "reconf_ms", "cov_ms", "settle_s")),
+       "(covering) against {reconf_ms:.0f} and {cov_ms:.0f} ms later; the clients joined over the first "
+       "{join_s:g} s after t0 (0: during the settle, before any move) and the busiest broker was busy "
+       "{reconf_early_busy:.0%} / {cov_early_busy:.0%} (reconfiguration / covering) then against "
+       "{reconf_late_busy:.0%} / {cov_late_busy:.0%} after (the paper: joining clients load the brokers early; "
+       "here the load is the moves', and fewer clients move while they join)",
+       ("reconf_early_ms", "cov_early_ms", "reconf_ms", "cov_ms", "join_s", "reconf_early_busy", "cov_early_busy",
+        "reconf_late_busy", "cov_late_busy")),
     _x(8, "covering: clients moving 1<->13 slower than 2<->14",
        "the difference ({mean:.1f} ms) against the seeds' spread ({spread:.1f} ms) with " + _FEW, _FEWC),
     _x(8, "covering: almost no latency variance with chained, more with covered",

@@ -26,7 +26,10 @@ client (client i starts at ``start[i % len]``) | template (template k at ``start
 odd templates at the first broker, even at the second, as Fig 8); ``routes`` a list of broker
 pairs (a client moves back and forth between the ends of the route holding its start broker;
 without routes it moves to a random other broker); ``pause`` between moves; ``first_move``
-(the first move is at a uniform offset in [0, first_move), default ``pause``); ``moving``
+(the first move is at a uniform offset in [0, first_move) after the client joined, default
+``pause``); ``join`` (a join window: each client connects and subscribes at a uniform time in
+[0, join) after t0, then starts its movement pattern; default 0: every client joins at start-up,
+before t0); ``moving``
 ``all`` | N (the first N clients) | ``{templates: [k, ...]}``; ``seed``.
 
 Schedule actions (``faults`` entries, ``SCHEDULE`` below): ``{at, move: {client, to}}`` moves a
@@ -76,6 +79,7 @@ class MobileGroup(StrictModel):
     routes: list[list[Name]] | None = None
     pause: Time = 10.0
     first_move: Time | None = None
+    join: Time = 0.0  # clients join at a uniform time in [0, join) after t0 (0: at start-up, before t0)
     moving: Any = "all"  # "all" | N | {templates: [k, ...]} (checked below, one error each)
     seed: StrictInt = 0
 
@@ -124,6 +128,8 @@ class MobileGroup(StrictModel):
                     raise ValueError(f"attrs.{a}: {e}") from None
         elif self.rate is not None or self.attrs is not None:
             raise ValueError("rate and attrs are for mobile publishers (role: publisher)")
+        if self.join > 0 and self.role == "publisher":
+            raise ValueError("join is for mobile subscribers (publishers are created at start-up)")
         return self
 
 
@@ -199,6 +205,11 @@ def check(topology) -> list:
                                              "on them (start: [...])"))
         if len(brokers) < 2 and spec.get("moving", "all") != 0:
             problems.append(topology.problem(at, "moving clients need at least two brokers"))
+        vg = (getattr(getattr(topology, "protocol_params", None), "mobile", None) or {}).get(g)
+        join = float(getattr(vg, "join", 0.0) or 0.0)
+        if join and join >= float(topology.duration):
+            problems.append(topology.problem(at + ("join",), f"join window {join:g}s is not shorter than "
+                                             f"the run ({float(topology.duration):g}s): some clients would never join"))
     # connected: a move needs a path between any two brokers
     if brokers:
         nb: dict[str, set[str]] = {b: set() for b in brokers}

@@ -186,8 +186,12 @@ def _measured(rows: Rows) -> Rows:
     """The numbers a run records beside its moves: moving clients, path length, the plan's settle and pause."""
     out = []
     for r in rows.rows:
-        r = dict(r, movers=10, path_len=6.0, settle_s=2.0, pause_s=3.0,
-                 group_size={w: 10 for w in WORKLOADS})
+        cov = r["movement"] == "covering"
+        cong = {"busy_mean_max": 0.7 if cov else 0.45, "queue_max": 49.0 if cov else 9.0,
+                "wait_ms_mean": 20.0 if cov else 3.0, "cpu_max": 0.05, "recv_per_s_max": 130.0}
+        r = dict(r, movers=10, path_len=6.0, settle_s=2.0, pause_s=3.0, join_s=4.0, service_ms=5.0,
+                 group_size={w: 10 for w in WORKLOADS}, cong=cong, cong_late=cong,
+                 cong_early=dict(cong, busy_mean_max=0.3))
         if "by_workload" in r:
             r["by_workload"] = {w: dict(v, msgs_max=404 if w == "covered" else 24) for w, v in r["by_workload"].items()}
         out.append(r)
@@ -229,7 +233,9 @@ def test_explanations_render_with_the_reproductions_numbers():
     text = _explained(P.PAPER, order, {8: ev})["explanation"]
     assert text.startswith("covering / reconfiguration was 1.00") and "at most 11.5 on 2 cores" in text
     early = next(c for c in failed if c.sentence.startswith("early movements"))
-    assert "the 2 s settle" in _explained(P.PAPER, early, {8: ev})["explanation"]
+    t8 = _explained(P.PAPER, early, {8: ev})["explanation"]
+    assert "joined over the first 4 s after t0" in t8 and "busy 30% / 30% (reconfiguration / covering) then" in t8
+    assert "busy 70% of the time under covering against 45%, its longest queue 49 messages against 9" in text
     # Fig 14's wide area against Fig 8's local runs: what the links added, per protocol
     wide = _measured(_xrows("clients", [None], lambda m, x: 1400.0 if m == "reconfiguration" else 1100.0))
     local = _measured(_xrows("clients", [None], lambda m, x: 20.0))
@@ -251,10 +257,12 @@ def test_a_cause_not_measured_shows_not_explained():
     order, early = (next(c for c in P.claims_8(mix) if c.sentence.startswith(s))
                     for s in ("reconfiguration more than", "early movements"))
     assert order.verdict == early.verdict == "fail"
-    d = _explained(P.PAPER, order, {8: P.evidence(mix)})  # the runs' load was not recorded
+    d = _explained(P.PAPER, order, {8: P.evidence(_measured(mix))})  # the runs' load was not recorded
     assert d["explanation"] is None and set(d["not_measured"]) == {"load_1m_max", "cpus"}
-    d = _explained(P.PAPER, early, {8: {**P.evidence(mix), **LOAD}})  # the plan's settle not in the rows
-    assert d["explanation"] is None and d["not_measured"] == ["settle_s"]
+    d = _explained(P.PAPER, order, {8: {**P.evidence(mix), **LOAD}})  # no queue measured (no service time)
+    assert d["explanation"] is None and {"service_ms", "cov_busy", "reconf_queue_max"} <= set(d["not_measured"])
+    d = _explained(P.PAPER, early, {8: {**P.evidence(mix), **LOAD}})  # no join window, no queue in the rows
+    assert d["explanation"] is None and {"join_s", "cov_early_busy"} <= set(d["not_measured"])
     assert _explained(P.PAPER, order, {})["explanation"] is None  # nothing measured at all
 
 
@@ -270,3 +278,14 @@ def test_a_runs_summary_records_the_costliest_move_its_movers_and_path_length():
     assert s["early"]["movers"] == 1 and s["early"]["msgs_max"] == 24
     empty = summary(df.iloc[:0], 3.0)
     assert empty["movers"] == 0 and empty["msgs_max"] is None and math.isnan(empty["path_len"])
+
+
+def test_the_warm_up_is_the_join_window_when_clients_join_during_the_run():
+    def plan(join):
+        g = {"count": 10, "pause": 3.0, "first_move": 3.0}
+        return {"params": {"mobile": {"a": dict(g, join=join), "b": g}}}
+
+    assert P.warmup_s(plan(4.0), "quick") == 4.0  # the moves begun while clients join: Fig 8's "early"
+    assert P.warmup_s(plan(0.0), "quick") == 3.0  # pre-joined clients: the first-move window, as before
+    assert P.warmup_s(plan(0.0), "paper") == 30.0 and P.warmup_s(plan(45.0), "paper") == 45.0
+    assert P.join_s(plan(4.0)) == 4.0 and P.join_s({}) == 0.0

@@ -207,3 +207,32 @@ def test_the_merge_delivers_payload_then_queue_skipping_ids_the_source_delivered
     started = sim.events("client_state", client="m-0", copy="tgt", state="started")[0]
     deliver = sim.events("deliver", client="m-0")[0]
     assert started["m"] <= deliver["m"] and sim.logs.index(started) < sim.logs.index(deliver)
+
+
+def test_a_covering_move_ending_after_the_client_came_back_does_not_log_its_new_copy_clean():
+    """Under congestion a covering move can end at its source (both waves acknowledged, then done)
+    after the client, started at the target, already moved back to that source (#30: 5.6 s moves
+    with a 3 s pause). The old source copy is replaced when the client comes back: its ``clean``
+    is logged then, before the new copy starts, never after it (the checks read the log: a ``clean``
+    after ``started`` made P1 flag the new copy's deliveries and P2 find no started copy)."""
+    slow = {}
+    for a, b in (("b3", "b4"), ("b4", "b5")):  # 0.4 s each way on two links: a traversal takes > 0.8 s
+        slow[(a, b)] = slow[(b, a)] = 400.0
+    mobile = {"m": dict(MOBILE["m"], count=1, pause=0.3, first_move=0.3)}
+    sim = run(configs(CHAIN, mobile, publishers(["b2"], rate=20.0), movement="covering"), duration=6.0,
+              delays=slow)
+    states = [(e["t"], e["node"], e["mid"], e["copy"], e["state"]) for e in sim.events("client_state")]
+    ends = {e["mid"]: e["t"] for e in sim.events("move_end")}
+    begins = {e["mid"]: e["t"] for e in sim.events("move_begin")}
+    # the situation: a move that began after the previous one started at its target but before that
+    # previous move ended at its source
+    overlap = [m for m in begins if any(m != p and begins[p] < begins[m] < ends.get(p, 0) for p in begins)]
+    assert overlap, (begins, ends)
+    last: dict[str, str] = {}
+    for t, node, mid, copy, state in sorted(states):
+        last[node] = state
+    started_at_end = [n for n, s in last.items() if s == "started"]
+    assert len(started_at_end) == 1, (started_at_end, sorted(states))
+    # every source clean of a committed move is logged, once
+    cleans = collections.Counter(mid for _, _, mid, copy, state in states if copy == "src" and state == "clean")
+    assert {m for m, e in ends.items()} <= set(cleans) and set(cleans.values()) == {1}

@@ -51,6 +51,7 @@ def test_defaults_and_derived_covering(tmp_path):
     ("  mobile: {pubs: {count: 2}}\n", "name of a node or client group"),
     ("  mobile: {m: {count: 2, moving: {templates: [11]}}}\n", "not in 1..10"),
     ("  mobile: {m: {count: 2, start_by: template}}\n", "start_by: template"),
+    ("  mobile: {m: {count: 2, join: 20s}}\n", "join window 20s is not shorter than the run"),
 ])
 def test_bad_keys_are_located_errors(tmp_path, params, message):
     errs = errors(tmp_path, params)

@@ -128,3 +128,49 @@ def protocol_bars(path: Path, title: str, latency: dict[str, Sequence[float]],
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def congestion_over_time(path: Path, title: str, panels: dict[str, tuple[Any, Any]], warmup_s: float,
+                         join_s: float = 0.0) -> Path:
+    """The mechanism beside Figs 8-10 (one run per protocol): a column per protocol, rows (1) each
+    broker's service queue over time (its longest queue per second, ``max_queued``; "no service
+    time" when the run had none), (2) each broker's CPU share per second, (3) the moves' mean
+    messages and mean latency per time bin. ``panels``: protocol -> (congestion DataFrame of
+    ``measure.congestion``, ``measure.msgs_over_time`` DataFrame); the warm-up and the join window
+    shaded."""
+    plt = _plt()
+    fig, axes = plt.subplots(3, len(panels), figsize=(5.5 * len(panels), 9), sharex=True, squeeze=False)
+    for col, (name, (cg, mt)) in enumerate(panels.items()):
+        q, c, m = axes[0][col], axes[1][col], axes[2][col]
+        for node, g in sorted(cg.groupby("node"), key=lambda kv: (len(kv[0]), kv[0])) if len(cg) else []:
+            if g["max_queued"].notna().any():
+                q.plot(g["t"], g["max_queued"], "-", lw=1, label=node)
+            c.plot(g["t"], g["cpu_share"], "-", lw=1, label=node)
+        if not (len(cg) and cg["max_queued"].notna().any()):
+            q.text(0.5, 0.5, "no service time: no queue", transform=q.transAxes, ha="center", fontsize=8)
+        q.set_title(f"{name}: longest service queue per second, per broker", fontsize=9)
+        q.set_ylabel("messages queued")
+        c.set_ylabel("CPU share (1 = one core)")
+        c.set_title("CPU per broker", fontsize=9)
+        if len(mt):
+            m.bar(mt["bin_s"], mt["msgs_mean"], width=float(mt["bin_s"].diff().min() or 1.0) * 0.8, align="edge",
+                  alpha=0.5, color=_color(name) or "grey", label="messages per move")
+            r = m.twinx()
+            r.plot(mt["bin_s"], mt["lat_mean_ms"], "k.-", label="latency (ms)")
+            r.set_ylabel("mean latency (ms)")
+            r.set_yscale("log")
+        m.set_ylabel("messages per move (bars)")
+        m.set_xlabel("time since t0 (s)")
+        m.set_title("moves by start time", fontsize=9)
+        for ax in (q, c, m):
+            ax.axvspan(0, warmup_s, color="grey", alpha=0.12)
+            if join_s:
+                ax.axvline(join_s, color="k", ls=":", lw=1)
+            ax.grid(alpha=0.3)
+        if len(cg):
+            q.legend(fontsize=6, ncol=2)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

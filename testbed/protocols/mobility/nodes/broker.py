@@ -153,6 +153,7 @@ class MobilityBroker(Broker):
         self.copies: dict[str, Copy] = {}
         self.coords: dict[str, Coord] = {}
         self.aborted: set[str] = set()
+        self.src_cleaned: set[str] = set()  # covering moves whose source copy was replaced before they ended
         self.seen_move: dict[str, int] = {}  # client -> the highest move number it handled here
         self.abort_out: dict[str, tuple[str, dict[str, Any]]] = {}  # mid -> (next hop, the ABORT sent there)
         self.reject_until = 0
@@ -167,6 +168,8 @@ class MobilityBroker(Broker):
         # a restarted broker starts empty: its clients died with it (section 4.1) and the ones that
         # started here may live elsewhere now, so only the first incarnation creates them
         self.incarnation = next_incarnation(self.config.get("state_dir"))
+        self.joining: list[dict[str, Any]] = []  # clients that connect after t0 (their spec; ``join_at``)
+        self._join_timers: list[Any] = []
         for gname, g in (p.get("mobile") or {}).items() if self.incarnation == 0 else ():
             spec = dict(g, name=gname)
             for c in assign(spec, broker_order(self.brokers), int(self.config.get("repeat_index") or 0)):
@@ -179,6 +182,9 @@ class MobilityBroker(Broker):
                     c.update(rate=g.get("rate"), attrs=attrs)
                     self.copies[c["client"]] = Copy(c["client"], "", {}, "started", "", 0, c,
                                                     advs={f"{c['client']}:a1": adv})
+                    continue
+                if c.get("join_at", 0.0) > 0:  # joins during the run (the group's ``join`` window)
+                    self.joining.append(c)
                     continue
                 sub_id = f"{c['client']}:s1"
                 self.copies[c["client"]] = Copy(c["client"], c["filter"], {sub_id: c["filter"]}, "started",
@@ -212,9 +218,29 @@ class MobilityBroker(Broker):
                 c.timer = self.rt.call_later(max(0.0, offset_s + c.offset), self._move_tick, c.client, c)
             if c.rate > 0:
                 self._start_publishing(c, max(0.0, offset_s))
+        for spec in self.joining:
+            self._join_timers.append(self.rt.call_later(max(0.0, offset_s + spec["join_at"]), self._join, spec))
+
+    def _join(self, spec: dict[str, Any]) -> None:
+        """A client of a join window connects here: its copy starts and subscribes (as the ones made at
+        start-up do), then its movement pattern begins (first move ``offset`` after joining)."""
+        if not self._running or spec["client"] in self.copies:
+            return
+        sub_id = f"{spec['client']}:s1"
+        c = Copy(spec["client"], spec["filter"], {sub_id: spec["filter"]}, "started", "", 0, spec)
+        self.copies[c.client] = c
+        self.rt.log("client_state", mid="", client=c.client, copy="init", state="started")
+        self.rt.log("subscribe", client=c.client, sub_id=sub_id, filter=c.filter, broker=self.name)
+        self.emit(self.table.subscribe(sub_id, parse_cached(c.filter), "@" + c.client))
+        self._drain_changes("")
+        if c.moving:
+            c.timer = self.rt.call_later(c.offset, self._move_tick, c.client, c)
 
     async def stop_workload(self) -> None:
         self._running = False
+        for h in self._join_timers:
+            h.cancel()
+        self._join_timers = []
         for c in self.copies.values():
             if c.timer is not None:
                 c.timer.cancel()
@@ -754,6 +780,15 @@ class MobilityBroker(Broker):
         sid = f"{client}:s{int(st.get('nsub', 1)) + 1}"
         spec = {"route": st.get("route"), "moves": st.get("moving", True), "pause": st.get("pause", 10.0),
                 "group": st.get("group", ""), "nsub": int(st.get("nsub", 1)) + 1, "reqs": st.get("reqs")}
+        old = self.copies.get(client)
+        if old is not None and old.state == "stopped":
+            # the client comes back while its earlier covering move from here has not ended (its waves
+            # are still acknowledged: under congestion a move can outlast the pause): that stopped
+            # copy is replaced now, so it is clean now, before the new copy starts (#30)
+            for co in self.coords.values():
+                if co.role == "src" and co.client == client and co.mid not in self.src_cleaned:
+                    self.src_cleaned.add(co.mid)
+                    self.rt.log("client_state", mid=co.mid, client=client, copy="src", state="clean")
         c = Copy(client, st["filter"], {sid: st["filter"]}, "started", mid, max(n, int(st.get("moves", n))), spec)
         self.copies[client] = c
         self.rt.log("client_state", mid=mid, client=client, copy="tgt", state="started")
@@ -781,7 +816,10 @@ class MobilityBroker(Broker):
             c = self.copies.get(co.client)
             if c is not None and c.state == "stopped":
                 del self.copies[co.client]
-            self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="clean")
+            if co.mid in self.src_cleaned:  # its copy was replaced (and logged clean) when the client came back
+                self.src_cleaned.discard(co.mid)
+            else:
+                self.rt.log("client_state", mid=co.mid, client=co.client, copy="src", state="clean")
             self.rt.log("move_step", mid=co.mid, client=co.client, step="done_recv")
             self._end_move(co, "commit")
 

@@ -78,7 +78,10 @@ def broker_order(names: list[str]) -> list[str]:
 
 
 def assign(group: dict[str, Any], brokers: list[str], repeat: int = 0) -> list[dict[str, Any]]:
-    """Every client of a mobile group: name, workload, template, filter, start broker, route, moves.
+    """Every client of a mobile group: name, workload, template, filter, start broker, route, moves,
+    ``offset`` (its first move, after it joined) and ``join_at`` (seconds after t0 at which it
+    connects and subscribes: uniform in [0, ``join``) when the group has a join window, else 0:
+    it joins at start-up, before t0).
 
     ``group`` is the validated group (``params.mobile.<name>`` plus ``name``); ``brokers`` every
     broker of the topology in file order. Deterministic: seeded by the group's name, ``seed`` and
@@ -92,6 +95,9 @@ def assign(group: dict[str, Any], brokers: list[str], repeat: int = 0) -> list[d
     starts = group.get("start") or "random"
     routes = [tuple(r) for r in group.get("routes") or []]
     moving = group.get("moving", "all")
+    join = float(group.get("join") or 0.0)
+    # join times from a stream of their own, so a group without ``join`` draws what it always drew
+    jrng = random.Random(f"{name}:{group.get('seed', 0)}:join" + (f":r{repeat}" if repeat else ""))
     out = []
     for i in range(count):
         w = rng.choice(("covered", "chained", "tree", "distinct")) if wl == "random" else wl
@@ -117,5 +123,6 @@ def assign(group: dict[str, Any], brokers: list[str], repeat: int = 0) -> list[d
             moves = k in (moving.get("templates") or [])
         out.append({"client": f"{name}-{i}", "workload": w, "template": k, "filter": template(w, k),
                     "start": b, "route": list(route) if route else None, "moves": moves,
-                    "offset": rng.uniform(0.0, float(group.get("first_move") or group.get("pause", 10.0)))})
+                    "offset": rng.uniform(0.0, float(group.get("first_move") or group.get("pause", 10.0))),
+                    "join_at": jrng.uniform(0.0, join) if join > 0 else 0.0})
     return out
