@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 MAX_EXAMPLES = 5
 
@@ -45,6 +46,30 @@ def examples_of(df: DataFrame, order: list[str] | None = None, n: int = MAX_EXAM
     if order:
         df = df.orderBy(*order)
     return [{k: _plain(v) for k, v in r.asDict(recursive=True).items()} for r in df.limit(n).collect()]
+
+
+def tally(frames: dict[str, DataFrame | tuple[DataFrame, str]]) -> dict[str, Any]:
+    """Several counts in one Spark job (on small histories a job's scheduling, not its data, is
+    the cost: docs/testing.md). ``name: df`` -> its number of rows; ``name: (df, column)`` ->
+    {value of the column: rows} (values as strings, None for null). The same numbers as
+    ``df.count()`` and ``df.groupBy(column).count()`` one by one."""
+    parts = []
+    for name, f in frames.items():
+        df, col = f if isinstance(f, tuple) else (f, None)
+        key = F.lit(None).cast("string") if col is None else F.col(col).cast("string")
+        parts.append(df.select(F.lit(name).alias("_tally"), key.alias("_key")))
+    if not parts:
+        return {}
+    u = parts[0]
+    for p in parts[1:]:
+        u = u.unionByName(p)
+    out: dict[str, Any] = {name: (0 if not isinstance(f, tuple) else {}) for name, f in frames.items()}
+    for r in u.groupBy("_tally", "_key").count().collect():
+        if isinstance(frames[r["_tally"]], tuple):
+            out[r["_tally"]][r["_key"]] = int(r["count"])
+        else:
+            out[r["_tally"]] = int(r["count"])
+    return out
 
 
 def _plain(v: Any) -> Any:

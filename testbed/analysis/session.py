@@ -49,6 +49,10 @@ SMALL_DATA_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
+    # no Java code generated and compiled (Janino) for projections, predicates and orderings: Spark's
+    # interpreted versions instead. On the unit tests' histories this cut the JVM CPU time of the
+    # mobility checks by about 30 % (docs/testing.md, benchmarks/bench_check_jobs.py)
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 SMALL_DATA_JAVA_OPTS = "-XX:+UseSerialGC"
 # One short-lived JVM per analysis: C1-only JIT halves the cold start of the first jobs (measured:

@@ -41,7 +41,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from testbed.analysis.checks import CheckResult, summarize
+from testbed.analysis.checks import CheckResult, summarize, tally
 from testbed.protocols.pubsub.analysis.checks import (
     duplicate_deliveries,
     expected_deliveries,
@@ -408,7 +408,8 @@ def check_one_running_instance(ctx: AnalysisContext) -> CheckResult:
     d = ctx.df("deliver").join(mobile, on="client", how="left_semi")
     v1 = deliveries_outside_started(cs, d).cache()
     v2 = transfer_order_violations(cs, ctx.df("move_step")).cache()
-    n1, n2 = v1.count(), v2.count()
+    n = tally({"v1": v1, "v2": v2})
+    n1, n2 = n["v1"], n["v2"]
     r = summarize("P1_one_running_instance",
                   "a mobile client's deliveries happen only at a started copy; the source stops before "
                   "sending (4), the target starts after receiving it", v1,
@@ -459,30 +460,33 @@ def check_move_atomicity(ctx: AnalysisContext) -> CheckResult:
     excused = crashed if by_fault is None else crashed.unionByName(by_fault.select("mid"))
     excused = excused.distinct().cache()
     v_all = atomicity_violations(moves, cs)
-    v_crash = v_all.join(crashed, on="mid", how="left_semi").count()
-    v_fault = 0 if by_fault is None else v_all.join(by_fault.select("mid"), on="mid", how="left_semi").count()
     v = v_all.join(excused, on="mid", how="left_anti").cache()
     bad_ends = started_copies_at_end(cs, ctx.df("node_start")).cache()
     lost = bad_ends.where((F.col("started") == 0) & (F.col("crashed") > 0))
-    n_lost = lost.count()
     ends = bad_ends.join(lost.select("client"), on="client", how="left_anti")
-    n_lost_fault = 0
+    # every count of this check in one Spark job (tally)
+    counts: dict[str, Any] = {"v_crash": v_all.join(crashed, on="mid", how="left_semi"), "n_lost": lost, "v": v,
+                              "outcomes": (moves, "outcome"), **lost_client_counts(moves, bad_ends, cs)}
     if by_fault is not None:
         # covering: a client with no started copy whose last move was cut by a fault is that fault's loss
         last = moves.withColumn("r", F.row_number().over(Window.partitionBy("client").orderBy(F.col("begin_s").desc())))\
             .where(F.col("r") == 1).select("client", "mid")
         gone = ends.where(F.col("started") == 0).join(last, on="client").join(by_fault.select("mid"), on="mid",
                                                                                 how="left_semi")
-        n_lost_fault = gone.count()
         ends = ends.join(gone.select("client"), on="client", how="left_anti")
-    n1, n2 = v.count(), ends.count()
-    outcomes = {r["outcome"] or "none": r["count"] for r in moves.groupBy("outcome").count().collect()}
+        counts.update(v_fault=v_all.join(by_fault.select("mid"), on="mid", how="left_semi"), n_lost_fault=gone,
+                      cut=(by_fault, "mid"))
+    counts["ends"] = ends
+    n = tally(counts)
+    v_crash, n_lost, n1, n2 = n["v_crash"], n["n_lost"], n["v"], n["ends"]
+    v_fault, n_lost_fault = n.get("v_fault", 0), n.get("n_lost_fault", 0)
+    outcomes = {k or "none": c for k, c in n["outcomes"].items()}
     details = {"outcomes": outcomes, "bad_moves": n1, "clients_without_one_copy": n2,
                "clients_lost_in_crashes": n_lost, "moves_cut_by_source_crash": v_crash}
     if by_fault is not None:
         details.update(moves_cut_by_faults=v_fault, clients_lost_by_faults=n_lost_fault,
-                       cut_moves=sorted(r["mid"] for r in by_fault.collect())[:20])
-    details["clients_lost"] = lost_clients(moves, bad_ends, cs, _movement(ctx))
+                       cut_moves=sorted(m for m, c in n["cut"].items() for _ in range(c))[:20])
+    details["clients_lost"] = lost_clients_of(n, _movement(ctx))
     if details["clients_lost"]["finding"]:
         details["finding"] = details["clients_lost"]["finding"]
     r = summarize("P2_move_atomicity",
@@ -501,9 +505,19 @@ def lost_clients(moves: DataFrame, ends: DataFrame, client_state: DataFrame, mov
     """Clients a protocol lost, whatever excused them: moves that began and never ended, and mobile
     clients with no started copy anywhere at the end (``ends``: :func:`started_copies_at_end`).
     ``finding``: the one line the report shows at its top when some were lost (None otherwise)."""
-    never = moves.where((F.col("ends") == 0) & F.col("begin_s").isNotNull()).count()
-    nowhere = ends.where(F.col("started") == 0).count()
-    mobile = client_state.select("client").distinct().count()
+    return lost_clients_of(tally(lost_client_counts(moves, ends, client_state)), movement)
+
+
+def lost_client_counts(moves: DataFrame, ends: DataFrame, client_state: DataFrame) -> dict[str, DataFrame]:
+    """The frames :func:`lost_clients` counts (for :func:`tally`, with others of the same check)."""
+    return {"lost.never": moves.where((F.col("ends") == 0) & F.col("begin_s").isNotNull()),
+            "lost.nowhere": ends.where(F.col("started") == 0),
+            "lost.mobile": client_state.select("client").distinct()}
+
+
+def lost_clients_of(n: dict[str, Any], movement: str) -> dict[str, Any]:
+    """:func:`lost_clients` from the counts of :func:`lost_client_counts` (``n``, by :func:`tally`)."""
+    never, nowhere, mobile = n["lost.never"], n["lost.nowhere"], n["lost.mobile"]
     finding = None
     if never or nowhere:
         finding = (f"{movement}: {nowhere} of {mobile} mobile client(s) lost (running nowhere at the end), "
@@ -636,8 +650,12 @@ def _attribute(ctx: AnalysisContext, missing: DataFrame) -> DataFrame:
     from testbed.protocols.pubsub.analysis.checks import needs_resync, resync_rows
 
     missing = missing.cache()
-    pairs = [(r[0], r[1]) for r in missing.select("client", "publisher").distinct().collect()]
-    copies = [(r[0], r[1]) for r in ctx.df("client_state").select("client", "node").distinct().collect()]
+    # the (client, publisher) pairs of the misses and the (client, node) copies: one Spark job
+    both = (missing.select(F.lit(0).alias("_w"), "client", F.col("publisher").alias("_x")).distinct()
+            .unionByName(ctx.df("client_state").select(F.lit(1).alias("_w"), "client", F.col("node").alias("_x"))
+                         .distinct()).collect())
+    pairs = [(r[1], r[2]) for r in both if r[0] == 0]
+    copies = [(r[1], r[2]) for r in both if r[0] == 1]
     rrows, wrows = route_tables(ctx, copies, resync_rows(ctx) if needs_resync(ctx) else [], pairs)
     return attribute_by_route(missing, ctx.spark.createDataFrame(rrows, ROUTE_OF),
                               ctx.spark.createDataFrame(wrows, ROUTE_WINDOWS))
@@ -656,29 +674,31 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
                 _attribute(ctx, missing_deliveries(expected, ctx.df("deliver"))),
                 _dead_clients(ctx)),
             _moves(ctx), MOVE_MARGIN_S).cache()
-        ctx.results[key] = (missing, expected.count(), errors)
+        ctx.results[key] = (missing, expected, errors)  # expected: counted by check_completeness
     return ctx.results[key]
 
 
 def check_completeness(ctx: AnalysisContext) -> CheckResult:
-    missing, n_expected, errors = _missing(ctx)
+    missing, expected, errors = _missing(ctx)
     movement = _movement(ctx)
-    by_fault = missing.where(F.col("fault").isNotNull()).count()
     in_moves = missing.where(F.col("fault").isNull() & F.col("mid").isNotNull())
-    n_moves = in_moves.count()
     if movement == "covering":
         v = missing.where(F.col("fault").isNull() & F.col("mid").isNull())
-        attributed = by_fault + n_moves
     else:
         v = missing.where(F.col("fault").isNull())
-        attributed = by_fault
-    top = {r["mid"]: r["count"] for r in in_moves.groupBy("mid").count().orderBy(F.desc("count")).limit(10).collect()}
+    # every count of this check in one Spark job (tally); in_moves by move: its rows, its moves, the worst
+    n = tally({"expected": expected, "by_fault": missing.where(F.col("fault").isNotNull()),
+               "in_moves": (in_moves, "mid"), "v": v})
+    by_fault, per_move = n["by_fault"], n["in_moves"]
+    n_moves = sum(per_move.values())
+    attributed = by_fault + n_moves if movement == "covering" else by_fault
+    top = dict(sorted(per_move.items(), key=lambda kv: (-kv[1], kv[0]))[:10])
     r = summarize("P4_completeness",
                   "every matching publication is delivered to the client (either copy); covering: misses in "
                   "the client's own move windows are attributed to the move", v,
-                  order=["pub_s", "client", "pub_id"], attributed=attributed,
-                  details={"expected": n_expected, "movement": movement, "attributed_to_faults": by_fault,
-                           "missed_in_move_windows": n_moves, "moves_with_losses": in_moves.select("mid").distinct().count(),
+                  order=["pub_s", "client", "pub_id"], attributed=attributed, count=n["v"],
+                  details={"expected": n["expected"], "movement": movement, "attributed_to_faults": by_fault,
+                           "missed_in_move_windows": n_moves, "moves_with_losses": len(per_move),
                            "worst_moves": top, "unparsable_filters": errors, "move_margin_s": MOVE_MARGIN_S})
     if errors:
         r.passed = False
@@ -703,12 +723,13 @@ def check_fifo(ctx: AnalysisContext) -> CheckResult:
     Covering does not: a mover's inversions are counted, informational."""
     movers = ctx.df("move_begin").select("client").distinct()
     inv = fifo_inversions(ctx.df("deliver")).cache()
-    mover_inv = inv.join(movers, on="client", how="left_semi").count()
     judged = _movement(ctx) == "reconfiguration"
     v = inv if judged else inv.join(movers, on="client", how="left_anti")
+    n = tally({"movers": inv.join(movers, on="client", how="left_semi"), "v": v})
     return summarize("P6_fifo", "per-publisher FIFO at every client, movers across their moves too "
                      "(reconfiguration keeps it; covering: movers informational)", v,
-                     order=["deliver_s", "client"], details={"mover_inversions": mover_inv, "movers_judged": judged})
+                     order=["deliver_s", "client"], count=n["v"],
+                     details={"mover_inversions": n["movers"], "movers_judged": judged})
 
 
 def check_routing_isolation(ctx: AnalysisContext) -> CheckResult:
@@ -717,13 +738,15 @@ def check_routing_isolation(ctx: AnalysisContext) -> CheckResult:
     if _movement(ctx) == "covering":
         # other clients' entries only; the mover's own entries at brokers off its path are counted apart
         others = v.where(F.col("what") == "another client's entry")
-        n_others = others.count()
-        counts = {r["op"]: r["count"] for r in others.groupBy("op").count().collect()}
-        n_own = v.where(F.col("what") == "broker off the path").count()
+        unknown = v.where(F.col("what") == "unknown move")
+        n = tally({"others": (others, "op"), "own": v.where(F.col("what") == "broker off the path"),
+                   "unknown": unknown})
+        counts = n["others"]
+        n_others, n_own = sum(counts.values()), n["own"]
         return summarize("P7_routing_isolation",
                          "covering: changes to other clients' entries are counted (no guarantee); only changes "
                          "tagged with an unknown move are violations",
-                         v.where(F.col("what") == "unknown move"), order=["mid", "node"],
+                         unknown, order=["mid", "node"], count=n["unknown"],
                          details={"others_changes": n_others, "others_by_op": counts,
                                   "own_changes_off_path": n_own})
     return summarize("P7_routing_isolation", "every routing change of a move touches the mover's entries at a "
@@ -740,18 +763,21 @@ def check_routing_atomicity(ctx: AnalysisContext) -> CheckResult:
         .select(F.col("e")[0].alias("mid"), "node", F.concat(F.lit("tentative entry left: "),
                                                              F.concat_ws(" ", "e")).alias("what"))
     )
-    n_broker_crash = 0
+    counts = {}
     if v is not None:
-        n_broker_crash = v.where(F.col("by_crash")).count()
+        counts["broker_crash"] = v.where(F.col("by_crash"))
         left = v.where(~F.col("by_crash")).drop("by_crash").unionByName(left)
     crashed = crashed_moves(moves, ctx.df("node_start"), ctx.df("node_stop"))
-    n_crash = left.join(crashed, on="mid", how="left_semi").count()
+    bad = left.join(crashed, on="mid", how="left_anti")
+    n = tally({**counts, "crash": left.join(crashed, on="mid", how="left_semi"), "dumps": ctx.df("rt_dump"),
+               "v": bad})
+    n_crash, n_broker_crash = n["crash"], n.get("broker_crash", 0)
     return summarize("P8_routing_atomicity", "a committed move prepared and committed at every path broker, an "
                      "aborted one rolled back; no tentative entry remains at the end (moves whose source "
                      "crashed, and tentative entries that died with a crashed broker, are attributed to the "
-                     "crash)", left.join(crashed, on="mid", how="left_anti"),
-                     order=["mid", "node"], attributed=n_crash + n_broker_crash,
-                     details={"dumps": ctx.df("rt_dump").count(), "left_by_source_crash": n_crash,
+                     "crash)", bad,
+                     order=["mid", "node"], attributed=n_crash + n_broker_crash, count=n["v"],
+                     details={"dumps": n["dumps"], "left_by_source_crash": n_crash,
                               "lost_with_a_crashed_broker": n_broker_crash})
 
 

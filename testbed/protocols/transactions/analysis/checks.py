@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from testbed.analysis.checks import CheckResult, summarize
+from testbed.analysis.checks import CheckResult, summarize, tally
 from testbed.protocols.pubsub.analysis.checks import CHECKS as PUBSUB
 from testbed.analysis.context import AnalysisContext
 
@@ -143,7 +143,8 @@ def check_sequential_consistency(ctx: AnalysisContext) -> CheckResult:
         return _na(name, desc, f"{v}: plain brokers log no tx_proc (reported, not required)")
     pairs = required_order(ctx.df("tx_op")).cache()
     viol = order_violations(pairs, ctx.df("tx_proc"), ctx.df("node_start"))
-    return summarize(name, desc, viol, order=["tx", "node", "a"], details={"pairs": pairs.count()})
+    n = tally({"pairs": pairs, "v": viol})
+    return summarize(name, desc, viol, order=["tx", "node", "a"], count=n["v"], details={"pairs": n["pairs"]})
 
 
 # ---------------------------------------------------------------------------------- P2
@@ -189,13 +190,15 @@ def check_scenario_routing(ctx: AnalysisContext) -> CheckResult:
     every = v not in TX_VARIANTS
     name = "transactions.p2_routing"
     viol = routing_violations(ctx.df("tx_begin"), ctx.df("tx_deliver"), outcomes(ctx), every).cache()
-    n = viol.count()
-    details: dict = {"transactions": ctx.df("tx_begin").count()}
+    # every count of this check in one Spark job (tally)
+    c = tally({"v": viol, "transactions": ctx.df("tx_begin"), "lost": viol.where(F.size("got") == 0),
+               "failed": viol.select("tx").distinct()})
+    n = c["v"]
+    details: dict = {"transactions": c["transactions"]}
     finding = no_recovery_finding(v, ctx.plan, name, n)
     if finding:
-        lost = viol.where(F.size("got") == 0).count()
-        details.update(finding=finding, lost=lost, misrouted=n - lost,
-                       transactions_failed=viol.select("tx").distinct().count())
+        lost = c["lost"]
+        details.update(finding=finding, lost=lost, misrouted=n - lost, transactions_failed=c["failed"])
     return summarize(name,
                      "op1 reaches only D, op2 and op5 only the assigned agent, in every "
                      + ("transaction (BL-WAIT)" if every else "committed transaction") + " (P2)",
@@ -372,9 +375,8 @@ def check_agreement(ctx: AnalysisContext) -> CheckResult:
         return summarize(name, desc, viol, order=["tx"])
     viol = agreement_violations(ctx.df("tx_begin"), ctx.df("tx_end"), ctx.df("tx_phase"), ctx.df("tx_proc"),
                                 ctx.df("tx_outcome"), ctx.df("tx_recv"), ctx.df("tx_op"))
-    ends = ctx.df("tx_end").groupBy("outcome").count().collect()
-    return summarize(name, desc, viol, order=["tx", "where"],
-                     details={"outcomes": {r["outcome"]: r["count"] for r in ends}})
+    n = tally({"v": viol, "outcomes": (ctx.df("tx_end"), "outcome")})
+    return summarize(name, desc, viol, order=["tx", "where"], count=n["v"], details={"outcomes": n["outcomes"]})
 
 
 # ---------------------------------------------------------------------------------- P5 / P7
@@ -435,8 +437,9 @@ def check_routing_state(ctx: AnalysisContext) -> CheckResult:
     if v not in TX_VARIANTS:
         return _na(name, desc, f"{v}: no transactional routing state")
     viol = replay_violations(ctx.df("tx_op"), ctx.df("tx_proc"), ctx.df("tx_phase"), ctx.df("tx_tables"), outcomes(ctx))
-    return summarize(name, desc, viol, order=["node", "table", "sub_id"],
-                     details={"brokers_with_tables": ctx.df("tx_tables").select("node").distinct().count()})
+    n = tally({"v": viol, "brokers": ctx.df("tx_tables").select("node").distinct()})
+    return summarize(name, desc, viol, order=["node", "table", "sub_id"], count=n["v"],
+                     details={"brokers_with_tables": n["brokers"]})
 
 
 # ---------------------------------------------------------------------------------- P6
@@ -486,14 +489,17 @@ def check_commit_order(ctx: AnalysisContext) -> CheckResult:
     if v not in TX_VARIANTS:
         return _na("transactions.p6_commit_order", desc, f"{v}: no commits")
     viol = p6_violations(ctx.df("tx_phase"), ctx.df("tx_begin"), ctx.df("tx_deliver"), outcomes(ctx)).cache()
-    n = viol.count()
     required = v == "dtx"
-    probes = ctx.df("tx_begin").where(F.col("kind") == "probe").count()
+    probe_txs = ctx.df("tx_begin").where(F.col("kind") == "probe")
+    # every count of this check in one Spark job (tally)
+    c = tally({"v": viol, "probes": probe_txs,
+               "probe_outcomes": (outcomes(ctx).join(probe_txs.select("tx"), "tx"), "outcome"),
+               "conflicts": ctx.df("tx_phase").where(F.col("conflict")).select("tx").distinct()})
+    n, probes = c["v"], c["probes"]
     details = {"required": required, "violations_found": n, "probes": probes}
     if probes:
-        details["probe_outcomes"] = {r["outcome"]: r["count"] for r in outcomes(ctx).join(
-            ctx.df("tx_begin").where(F.col("kind") == "probe").select("tx"), "tx").groupBy("outcome").count().collect()}
-        details["conflicts_flagged"] = ctx.df("tx_phase").where(F.col("conflict")).select("tx").distinct().count()
+        details["probe_outcomes"] = c["probe_outcomes"]
+        details["conflicts_flagged"] = c["conflicts"]
     return CheckResult(name="transactions.p6_commit_order", passed=n == 0 or not required, violations=n if required else 0,
                        examples=summarize("x", "", viol, order=["tx", "what"], count=n).examples if n else [],
                        description=desc, details=details)
@@ -504,9 +510,12 @@ def check_no_aborts(ctx: AnalysisContext) -> CheckResult:
     name, desc = "transactions.p9_no_aborts", "no transaction aborts (or, BL-WAIT, times out) in a run without explicit aborts or faults (P9)"
     params = ctx.plan.get("params") or {}
     end = ctx.df("tx_end")
-    lat = [r["latency_ms"] for r in end.where((F.col("outcome") == "committed") & (F.col("latency_ms") >= 0))
-           .select("latency_ms").collect()]
-    span = end.agg(F.min("t_rel_s").alias("lo"), F.max("t_rel_s").alias("hi")).first()
+    # the TXCs' tx_end rows once (one Spark job): latencies, span and the violations' count from them
+    rows = end.select("outcome", "latency_ms", "t_rel_s").collect()
+    lat = [r["latency_ms"] for r in rows if r["outcome"] == "committed" and r["latency_ms"] is not None
+           and r["latency_ms"] >= 0]
+    ts = [r["t_rel_s"] for r in rows if r["t_rel_s"] is not None]
+    span = {"lo": min(ts) if ts else None, "hi": max(ts) if ts else None}
     details = {"committed": len(lat), "mean_latency_ms": round(sum(lat) / len(lat), 3) if lat else None,
                "p50_latency_ms": sorted(lat)[len(lat) // 2] if lat else None}
     if lat and span["hi"] is not None and span["hi"] > span["lo"]:
@@ -517,7 +526,8 @@ def check_no_aborts(ctx: AnalysisContext) -> CheckResult:
                            details={**details, "applies": False,
                                     "why": "explicit aborts, faults or a conflict workload in the plan"})
     viol = end.where(F.col("outcome") != "committed").select("tx", "outcome", "reason")
-    return summarize(name, desc, viol, order=["tx"], details=details)
+    n = sum(1 for r in rows if r["outcome"] is not None and r["outcome"] != "committed")
+    return summarize(name, desc, viol, order=["tx"], details=details, count=n)
 
 
 CHECKS = [check_sequential_consistency, check_scenario_routing, check_delivery_atomicity,
