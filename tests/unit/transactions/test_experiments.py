@@ -411,3 +411,29 @@ def test_explanations_attach_to_claims_and_cite_measured_causes():
     d = _explained(T.PAPER, c, {9: {"regular_rate": "1000/s"}})
     assert d["verdict"] == C.FAIL and "1.000 [1.000, 1.000] (n=3) at 1000/s regular events/s" in d["explanation"]
     assert _explained(T.PAPER, c, {})["not_measured"] == ["regular_rate"]
+
+
+def test_a_sample_failing_at_the_wait_found_fails_the_wait_search():
+    """Issue #30: the wait found on one probe must hold on the configuration's other seeds and
+    placements; a sample that fails P2 or P9 at it fails the figure's wait-search row."""
+    from testbed.protocols.transactions.experiments.analyze import samples_fail_wait_search
+
+    cfg_figs = {c.name: c.figs for c in T.configs("quick")}
+
+    def rows():
+        return [{"run": f"fig{f}", "check": "transactions.blwait_wait_search", "passed": True, "violations": 0,
+                 "examples": [], "description": "probes"} for f in (5, 6, 7, 8)]
+
+    good = {"wait-line3/blwait/line3/p0/t1/i1/r1": True, "wait-threads/blwait/line3/p0/t5/i1/r2": True}
+    checks = rows()
+    samples_fail_wait_search(checks, good, cfg_figs)
+    assert all(r["passed"] and r["samples_failing"] == [] for r in checks)
+    bad = {**good, "wait-threads/blwait/line3/p0/t5/i1/r2": False,
+           "wait-overlays/blwait/tree9/p2/t1/i1/r0": False}
+    checks = rows()
+    samples_fail_wait_search(checks, bad, cfg_figs)
+    by = {r["run"]: r for r in checks}
+    assert by["fig5"]["passed"] and by["fig8"]["passed"]  # t5 is Fig 7's configuration, tree9 Fig 6's
+    assert not by["fig6"]["passed"] and by["fig6"]["samples_failing"] == ["wait-overlays/blwait/tree9/p2/t1/i1/r0"]
+    assert not by["fig7"]["passed"] and by["fig7"]["violations"] == 1
+    assert "every sample at the wait found passed P2 and P9" in by["fig7"]["description"]

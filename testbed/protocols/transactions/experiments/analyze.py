@@ -10,7 +10,7 @@ from typing import Any
 from testbed.protocols.transactions.experiments.claims import (check_row, claims_5, claims_6, claims_7, claims_8,
                                                                claims_9, claims_checks, claims_wait)
 from testbed.protocols.transactions.experiments.grids import (COUNTS, FIG9, OVERLAYS, SEEDS, THROUGHPUT, TX_VARIANTS, TXS,
-                                                              WAIT_GRIDS, configs, tx_count)
+                                                              WAIT_GRIDS, config_name, configs, tx_count)
 
 # ------------------------------------------------------------------------------ analyze
 # The history checks run on every run (batched: protocols/transactions/analysis/batch.py).
@@ -197,6 +197,7 @@ def analyze(ctx) -> None:
         ctx.numbers["blwait_samples_pass_p2_p9"] = {
             "passed": sum(ok), "of": len(ok), "failing": [k for (k, _), o in zip(bl, ok) if not o],
             "why": "the wait is searched on one seed (the spec's rule); another seed may need more"}
+        samples_fail_wait_search(ctx.checks, {k: o for (k, _), o in zip(bl, ok)}, cfg_figs)
     ctx.numbers["checked_runs"] = {"which": CHECKED[scale], "runs": len(per_run)}
     timings["checks_s"] = round(time.monotonic() - t, 1)
     # where the wall time went (printed at the end; result.json numbers.timings)
@@ -210,6 +211,30 @@ def analyze(ctx) -> None:
                  f"workload {ph['workload_s']:.0f} s, drain + collect {ph['drain_collect_s']:.0f} s, stop "
                  f"{ph['down_s']:.0f} s; BL-WAIT searches {timings['blwait_search_s']:.0f} s ({len(probes)} probes); "
                  f"analysis: numbers {timings['measure_s']:.0f} s, checks {timings['checks_s']:.0f} s")
+
+
+def samples_fail_wait_search(checks: list[dict[str, Any]], samples: dict[str, bool],
+                             cfg_figs: dict[str, tuple[int, ...]]) -> None:
+    """The wait found must hold on its samples too (issue #30): a BL-WAIT run at the wait found
+    (another seed or placement of the configuration) that failed P2 or P9 fails its figures'
+    ``transactions.blwait_wait_search`` row, which lists it. ``samples``: run key
+    (``<grid>/blwait/<overlay>/p<placement>/t<threads>/i<instances>/r<repeat>``) -> P2 and P9 passed."""
+    bad: dict[str, list[str]] = {}
+    for key, passed in sorted(samples.items()):
+        if not passed:
+            _, _, overlay, _, t, i, _ = key.split("/")
+            bad.setdefault(config_name(overlay, int(t[1:]), int(i[1:])), []).append(key)
+    for row in checks:
+        if row.get("check") != "transactions.blwait_wait_search":
+            continue
+        fig = int(str(row["run"]).removeprefix("fig"))
+        failing = [k for c, ks in sorted(bad.items()) if fig in cfg_figs.get(c, ()) for k in ks]
+        row["description"] = (row.get("description") or "") + "; every sample at the wait found passed P2 and P9"
+        row["samples_failing"] = failing
+        if failing:
+            row["passed"] = False
+            row["violations"] = int(row.get("violations") or 0) + len(failing)
+            row["examples"] = (list(row.get("examples") or []) + failing)[:3]
 
 
 def _figs_of_key(key: str) -> list[int]:
