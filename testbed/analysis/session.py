@@ -51,7 +51,7 @@ SMALL_DATA_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     # no Java code generated and compiled (Janino) for projections, predicates and orderings: Spark's
     # interpreted versions instead. On the unit tests' histories this cut the JVM CPU time of the
-    # mobility checks by about 30 % (docs/testing.md, benchmarks/bench_check_jobs.py)
+    # history checks by about 30 % (docs/testing.md, benchmarks/bench_check_jobs.py)
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 SMALL_DATA_JAVA_OPTS = "-XX:+UseSerialGC"
