@@ -108,6 +108,34 @@ def test_covering_history_attributes_its_losses_to_moves(spark, tmp_path):
     assert res["P7"].details["others_changes"] >= 0
 
 
+def test_the_move_window_margin_is_the_runs_in_flight_time(spark):
+    """Covering's misses are the move's within [begin - m, end + m]: m is the run's measured in-flight
+    p99 when it exceeds 0.5 s (congested brokers), else 0.5 s; a miss outside stays a violation."""
+    from pyspark.sql import functions as F
+
+    from testbed.protocols.mobility.analysis.checks import attribute_to_moves, inflight, move_margin_s
+
+    pubs = spark.createDataFrame([(f"p{i}", float(i) / 10) for i in range(100)], "pub_id string, pub_s double")
+    slow = spark.createDataFrame([(f"p{i}", i / 10 + (1.5 if i >= 97 else 0.1)) for i in range(100)],
+                                 "pub_id string, t_rel_s double")
+    fast = spark.createDataFrame([(f"p{i}", i / 10 + 0.1) for i in range(100)], "pub_id string, t_rel_s double")
+    m_slow = move_margin_s(inflight(slow, pubs).first()["inflight_s"])
+    m_fast = move_margin_s(inflight(fast, pubs).first()["inflight_s"])
+    assert m_slow == pytest.approx(1.5) and m_fast == 0.5
+    missing = spark.createDataFrame([("c", "p90", "pub", 9.0, None)],
+                                    "client string, pub_id string, publisher string, pub_s double, fault int")
+    moves = spark.createDataFrame([("c", "c#1", 10.0, 10.2)], "client string, mid string, begin_s double, end_s double")
+    assert attribute_to_moves(missing, moves, m_slow).first()["mid"] == "c#1"  # 1 s before the move: in flight
+    assert attribute_to_moves(missing, moves, m_fast).first()["mid"] is None  # a violation on a fast run
+    per_run = F.when(F.col("client") == "c", F.lit(m_slow)).otherwise(F.lit(m_fast))  # a batch's per-run column
+    assert attribute_to_moves(missing, moves, per_run).first()["mid"] == "c#1"
+    by_run = inflight(slow.unionByName(fast.withColumn("pub_id", F.concat(F.lit("r2/"), "pub_id"))),
+                      pubs.unionByName(pubs.withColumn("pub_id", F.concat(F.lit("r2/"), "pub_id"))),
+                      (F.when(F.col("pub_id").startswith("r2/"), "r2").otherwise("r1"),))
+    got = {r["_by0"]: move_margin_s(r["inflight_s"]) for r in by_run.collect()}
+    assert got == {"r1": pytest.approx(1.5), "r2": 0.5}
+
+
 def mutate(logs, fn):
     out = [dict(r) for r in logs]
     fn(out)

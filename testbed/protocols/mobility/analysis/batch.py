@@ -330,11 +330,16 @@ def _missing(ctx: BatchContext) -> tuple[DataFrame, dict[str, dict[str, str]]]:
             .select("client", "pub_id", "publisher", "pub_s")
             .distinct()
         )
+        # each run's own move margin (checks.INFLIGHT_QUANTILE of its in-flight times)
+        margins = {r["_by0"]: K.move_margin_s(r["inflight_s"])
+                   for r in K.inflight(ctx.df("deliver"), pubs, (run_of("pub_id"),)).collect()}
+        margins.update({rid: K.MOVE_MARGIN_S for rid in ctx.runs if rid not in margins})  # no delivery
+        ctx.results["mobility.batch.move_margin_s"] = margins
         missing = K.attribute_to_moves(
             K.attribute_to_dead_clients(
                 _attribute(ctx, missing_deliveries(expected, ctx.df("deliver"))),
                 _dead_clients(ctx)),
-            K._moves(ctx), K.MOVE_MARGIN_S).cache()
+            K._moves(ctx), ctx.by_run(margins, "client")).cache()
         ctx.results[key] = (missing, bad)
     return ctx.results[key]
 
@@ -349,6 +354,8 @@ def p4(ctx: BatchContext, movement: str) -> Verdicts:
     else:
         parts.append((unattributed, "client", "v"))
     out = _verdicts(ctx, _tally(parts))
+    for rid, m in ctx.results["mobility.batch.move_margin_s"].items():
+        out[rid]["move_margin_s"] = round(m, 3)
     for rid, errs in bad.items():
         out[rid]["passed"] = False
         out[rid]["unparsable_filters"] = errs

@@ -38,7 +38,7 @@ import json
 from collections import deque
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from testbed.analysis.checks import CheckResult, summarize, tally
@@ -55,6 +55,10 @@ from testbed.analysis.filters import match_pairs
 from testbed.analysis.filters import parse as parse_filter
 
 MOVE_MARGIN_S = 0.5  # a move window is [begin - margin, end + margin] (publications in flight)
+# ... at least: the margin is the larger of MOVE_MARGIN_S and this quantile of the run's own
+# in-flight times (delivery - publication, every delivery of the run): under congestion (brokers
+# with a service time, docs/mobility.md) a publication is in flight far longer than 0.5 s
+INFLIGHT_QUANTILE = 0.99
 
 
 def _movement(ctx: AnalysisContext) -> str:
@@ -175,15 +179,32 @@ def client_subscriptions(subscribe: DataFrame, unsubscribe: DataFrame, mobile: D
     return fixed.select("client", "sub_id", "filter", "sub_s", "unsub_s").unionByName(moving)
 
 
-def attribute_to_moves(missing: DataFrame, moves: DataFrame, margin_s: float) -> DataFrame:
+def inflight(deliver: DataFrame, pubs: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """deliver x publications -> [*by, inflight_s]: the INFLIGHT_QUANTILE of delivery - publication
+    time over the deliveries (per ``by`` column, e.g. the run)."""
+    lat = (deliver.select("pub_id", F.col("t_rel_s").alias("_d"))
+           .join(pubs.select("pub_id", "pub_s"), on="pub_id", how="inner")
+           .select((F.col("_d") - F.col("pub_s")).alias("_lat"), *[b.alias(f"_by{i}") for i, b in enumerate(by)]))
+    return lat.groupBy(*[f"_by{i}" for i in range(len(by))]).agg(
+        F.percentile_approx("_lat", INFLIGHT_QUANTILE, 10000).alias("inflight_s"))
+
+
+def move_margin_s(inflight_s: float | None) -> float:
+    """A move window's margin: publications in flight (MOVE_MARGIN_S, or longer when measured so)."""
+    return max(MOVE_MARGIN_S, float(inflight_s or 0.0))
+
+
+def attribute_to_moves(missing: DataFrame, moves: DataFrame, margin_s: Any) -> DataFrame:
     """[client, pub_id, publisher, pub_s, fault, ...] x moves -> + [mid] (the client's own move whose
-    window [begin - margin, end + margin] contains pub_s; null = none)."""
+    window [begin - margin, end + margin] contains pub_s; null = none). ``margin_s``: seconds, or a
+    column (a per-run margin over a batch of runs)."""
     mv = moves.select(F.col("client").alias("m_client"), "mid", "begin_s",
                       F.coalesce("end_s", F.lit(float("inf"))).alias("end_s"))
+    m = margin_s if isinstance(margin_s, Column) else F.lit(margin_s)
     return (
         missing.join(mv, on=(F.col("client") == F.col("m_client"))
-                     & (F.col("pub_s") >= F.col("begin_s") - F.lit(margin_s))
-                     & (F.col("pub_s") <= F.col("end_s") + F.lit(margin_s)), how="left")
+                     & (F.col("pub_s") >= F.col("begin_s") - m)
+                     & (F.col("pub_s") <= F.col("end_s") + m), how="left")
         .groupBy("client", "pub_id", "publisher", "pub_s", "fault")
         .agg(F.min("mid").alias("mid"))
         .select("client", "pub_id", "publisher", "pub_s", "fault", "mid")
@@ -669,11 +690,13 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
         matches, errors = match_pairs(ctx.spark, subs, pubs)
         expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
                                        margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
+        margin = move_margin_s(inflight(ctx.df("deliver"), pubs).first()["inflight_s"])
+        ctx.results["mobility.move_margin_s"] = margin
         missing = attribute_to_moves(
             attribute_to_dead_clients(
                 _attribute(ctx, missing_deliveries(expected, ctx.df("deliver"))),
                 _dead_clients(ctx)),
-            _moves(ctx), MOVE_MARGIN_S).cache()
+            _moves(ctx), margin).cache()
         ctx.results[key] = (missing, expected, errors)  # expected: counted by check_completeness
     return ctx.results[key]
 
@@ -699,7 +722,8 @@ def check_completeness(ctx: AnalysisContext) -> CheckResult:
                   order=["pub_s", "client", "pub_id"], attributed=attributed, count=n["v"],
                   details={"expected": n["expected"], "movement": movement, "attributed_to_faults": by_fault,
                            "missed_in_move_windows": n_moves, "moves_with_losses": len(per_move),
-                           "worst_moves": top, "unparsable_filters": errors, "move_margin_s": MOVE_MARGIN_S})
+                           "worst_moves": top, "unparsable_filters": errors,
+                           "move_margin_s": round(ctx.results["mobility.move_margin_s"], 3)})
     if errors:
         r.passed = False
     return r
