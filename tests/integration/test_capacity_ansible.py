@@ -25,7 +25,7 @@ from testbed import api
 from testbed.errors import ProviderError
 from testbed.testing.testhosts import DOCKER_IMAGE, IMAGE, USER, SSHHosts, require
 
-from test_capacity_local import throttle_shows, within_share
+from test_capacity_local import OOM_SIZE, throttle_shows, within_share
 from test_capacity_local import topology as local_topology
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -42,10 +42,10 @@ hosts:
 
 def topology(tmp_path: Path, name: str, *, duration: str = "14s", rate: int = 3000, b1_host: str = "h1",
              faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 7s}", memory: str = "",
-             h1_runtime: str = "process") -> Path:
+             h1_runtime: str = "process", size: str = "100B") -> Path:
     """test_capacity_local's topology (b1 with cpu: 0.2, b2, publishers at b1) on two SSH hosts:
     b1 and the publishers on ``b1_host``, b2 and the subscriber on h2."""
-    p = local_topology(tmp_path, name, duration=duration, rate=rate, faults=faults, memory=memory)
+    p = local_topology(tmp_path, name, duration=duration, rate=rate, faults=faults, memory=memory, size=size)
     text = p.read_text()
     for old, new in (("  s1: {}\n", "  s1: {}\n" + HOSTS.format(user=USER, h1_runtime=h1_runtime)),
                      ("site: s1, cpu: 0.2", f"site: s1, host: {b1_host}, cpu: 0.2"),
@@ -205,7 +205,7 @@ def test_oom_kill_on_a_host_is_a_crash_in_the_timeline(env, tmp_path, runtime):
     container of h1's engine) stalled under load holds every message until the kernel's OOM killer
     ends it; the count comes back with the logs and the run records a crash of b1."""
     lab = env
-    (rd,) = api.run(str(topology(tmp_path, "oom", rate=4000, memory="48M", h1_runtime=runtime,
+    (rd,) = api.run(str(topology(tmp_path, "oom", rate=4000, memory="48M", h1_runtime=runtime, size=OOM_SIZE,
                                  faults="  - {at: 1s, stall: b1, for: 10s}")),
                     set_vars=set_vars(lab), provider="ansible", runs_dir=str(tmp_path / "runs"), analyze=False)
     m = rd.manifest

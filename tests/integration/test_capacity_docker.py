@@ -14,7 +14,7 @@ from testbed import api
 from testbed.errors import ProviderError
 from testbed.providers.docker.provider import LABEL_RUN
 
-from test_capacity_local import throttle_shows, topology, within_share
+from test_capacity_local import OOM_SIZE, throttle_shows, topology, within_share
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def test_host_limit_over_several_containers_is_refused(runs_dir, tmp_path, engin
 def test_oom_killed_container_is_a_crash_in_the_timeline(runs_dir, tmp_path, engine):
     """As the local provider's test: b1 stalled under load holds every message until its 48M
     limit; the engine reports the container OOMKilled, the run records a crash of b1."""
-    topo = topology(tmp_path, "dockoom", duration="12s", rate=4000, memory="48M",
+    topo = topology(tmp_path, "dockoom", duration="12s", rate=4000, memory="48M", size=OOM_SIZE,
                     faults="  - {at: 1s, stall: b1, for: 10s}")
     (rd,) = api.run(str(topo), runs_dir=str(runs_dir), provider="docker", analyze=False)
     assert rd.manifest["cgroup_stats"]["b1"] == {"oom_kill": 1}, rd.manifest.get("cgroup_stats")

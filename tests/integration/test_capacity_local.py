@@ -39,7 +39,7 @@ nodes:
   b1: {{role: broker, site: s1, cpu: 0.2{memory}}}
   b2: {{role: broker, site: s1, neighbors: [b1]}}
 clients:
-  pub: {{role: publisher, count: 4, attach: b1, rate: {rate}/s, size: 100B}}
+  pub: {{role: publisher, count: 4, attach: b1, rate: {rate}/s, size: {size}}}
   sub: {{role: subscriber, count: 1, attach: b2, filter: "[class,eq,'STOCK']"}}
 links:
   default: {{delay: 1ms}}
@@ -49,11 +49,17 @@ faults:
 
 
 def topology(tmp_path: Path, name: str, *, duration: str = "11s", rate: int = 3000, memory: str = "",
-             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}") -> Path:
+             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 5s}", size: str = "100B") -> Path:
     p = tmp_path / f"{name}.yaml"
-    p.write_text(TOPOLOGY.format(name=name, duration=duration, rate=rate, faults=faults or "  []",
+    p.write_text(TOPOLOGY.format(name=name, duration=duration, rate=rate, faults=faults or "  []", size=size,
                                  memory=f", memory: {memory}" if memory else ""))
     return p
+
+
+# The OOM tests' publications: 2000 B, so that a stalled b1 passes its 48M within the 10 s stall even
+# when the publishers are starved to a fifth of their rate (CI, 2026-11-27: with 100 B the docker
+# test's b1 stayed under 48M at the suite's load and was not killed)
+OOM_SIZE = "2000B"
 
 
 def need_cgroups() -> None:
@@ -228,7 +234,7 @@ def test_oom_kill_is_a_crash_in_the_timeline(runs_dir, tmp_path):
     """b1 stalled under a heavy load holds every message in memory until its 48M limit: the
     kernel's OOM killer ends it, and the run records that as a crash of b1."""
     need_cgroups()
-    topo = topology(tmp_path, "oom", duration="12s", rate=4000, memory="48M",
+    topo = topology(tmp_path, "oom", duration="12s", rate=4000, memory="48M", size=OOM_SIZE,
                     faults="  - {at: 1s, stall: b1, for: 10s}")
     (rd,) = api.run(str(topo), runs_dir=str(runs_dir), analyze=False)
     m = rd.manifest
