@@ -330,7 +330,7 @@ def _missing(ctx: BatchContext) -> tuple[DataFrame, dict[str, dict[str, str]]]:
             .select("client", "pub_id", "publisher", "pub_s")
             .distinct()
         )
-        # each run's own move margin (checks.INFLIGHT_QUANTILE of its in-flight times)
+        # each run's own move margin (its longest in-flight time, checks.inflight)
         margins = {r["_by0"]: K.move_margin_s(r["inflight_s"])
                    for r in K.inflight(ctx.df("deliver"), pubs, (run_of("pub_id"),)).collect()}
         margins.update({rid: K.MOVE_MARGIN_S for rid in ctx.runs if rid not in margins})  # no delivery
