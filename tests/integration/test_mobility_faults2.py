@@ -66,7 +66,10 @@ def test_a_target_crash_before_its_reply_aborts_the_move_by_the_timeout(runs):
     # (1) was dropped on the way to the dead target: the source timed out and aborted, and resumed
     assert ends(run) == {"m-0#1": "abort", "m-2#1": "commit"}
     assert [e["dur_ms"] >= 1900 for e in events(run, "move_end", mid="m-0#1")] == [True]
-    assert steps(run, "m-0#1") == [("b1", "abort_sent")]
+    # the ABORT, and (when it reached b5 before the restarted b6 was up: its restart takes seconds
+    # under load, CI 2026-11-27) b5's idempotent re-send once b6 reconnects (on_peer_up)
+    st = steps(run, "m-0#1")
+    assert st[0] == ("b1", "abort_sent") and st[1:] in ([], [("b5", "abort_resent")]), st
     assert not events(run, "client_state", mid="m-0#1", copy="tgt")
     assert [e["state"] for e in events(run, "client_state", mid="m-0#1")] == ["started"]  # resumed at b1
     # the clients hosted at b6 (m-1, m-3) died with it (section 4.1)
