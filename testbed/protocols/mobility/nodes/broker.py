@@ -186,18 +186,26 @@ class MobilityBroker(Broker):
                 if c.get("join_at", 0.0) > 0:  # joins during the run (the group's ``join`` window)
                     self.joining.append(c)
                     continue
-                sub_id = f"{c['client']}:s1"
-                self.copies[c["client"]] = Copy(c["client"], c["filter"], {sub_id: c["filter"]}, "started",
-                                                "", 0, c)
+                self.copies[c["client"]] = self._initial_copy(c)
+
+    @staticmethod
+    def _initial_copy(spec: dict[str, Any]) -> Copy:
+        """A subscriber's first copy, at the broker it starts at (at start-up or when it joins)."""
+        sub_id = f"{spec['client']}:s1"
+        return Copy(spec["client"], spec["filter"], {sub_id: spec["filter"]}, "started", "", 0, spec)
+
+    def _connect(self, c: Copy) -> None:
+        """A hosted client connects: its copy starts and its subscriptions enter the routing table."""
+        self.rt.log("client_state", mid="", client=c.client, copy="init", state="started")
+        for sid, text in c.subs.items():
+            self.rt.log("subscribe", client=c.client, sub_id=sid, filter=text, broker=self.name)
+            self.emit(self.table.subscribe(sid, parse_cached(text), "@" + c.client))
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
         await super().start()
         for c in list(self.copies.values()):
-            self.rt.log("client_state", mid="", client=c.client, copy="init", state="started")
-            for sid, text in c.subs.items():
-                self.rt.log("subscribe", client=c.client, sub_id=sid, filter=text, broker=self.name)
-                self.emit(self.table.subscribe(sid, parse_cached(text), "@" + c.client))
+            self._connect(c)
         self._drain_changes("")
         if any(c.advs for c in self.copies.values()):
             self.rt.call_later(0.0, self._advertise_hosted)  # once start() returned (peers come up)
@@ -226,12 +234,8 @@ class MobilityBroker(Broker):
         start-up do), then its movement pattern begins (first move ``offset`` after joining)."""
         if not self._running or spec["client"] in self.copies:
             return
-        sub_id = f"{spec['client']}:s1"
-        c = Copy(spec["client"], spec["filter"], {sub_id: spec["filter"]}, "started", "", 0, spec)
-        self.copies[c.client] = c
-        self.rt.log("client_state", mid="", client=c.client, copy="init", state="started")
-        self.rt.log("subscribe", client=c.client, sub_id=sub_id, filter=c.filter, broker=self.name)
-        self.emit(self.table.subscribe(sub_id, parse_cached(c.filter), "@" + c.client))
+        c = self.copies[spec["client"]] = self._initial_copy(spec)
+        self._connect(c)
         self._drain_changes("")
         if c.moving:
             c.timer = self.rt.call_later(c.offset, self._move_tick, c.client, c)
