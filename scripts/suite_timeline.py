@@ -26,7 +26,7 @@ def load(path: str) -> list[tuple[str, str, str, float, float]]:
     rows = []
     with open(path, encoding="utf-8") as f:
         for r in csv.reader(f):
-            if len(r) == 5:
+            if len(r) in (5, 6):
                 rows.append((r[0], r[1], r[2], float(r[3]), float(r[4])))
     return rows
 
@@ -67,6 +67,22 @@ def file_totals(rows: list[tuple[str, str, str, float, float]]) -> dict[str, int
     return {f: int(s) + 1 for f, s in sorted(files.items())}
 
 
+def file_cpu(path: str) -> dict[str, float]:
+    """file -> CPU seconds its tests used, from the 6th column (the worker's cumulative CPU after each
+    phase: its own, its reaped children's, its live Spark JVM's; not the containers'): each phase's
+    increase over the worker's previous phase. Empty when the CSV has no CPU column."""
+    last: dict[str, float] = {}
+    out: dict[str, float] = defaultdict(float)
+    with open(path, encoding="utf-8") as f:
+        lines = [r for r in csv.reader(f) if len(r) == 6 and r[5]]
+    for w, nodeid, _, a, _, cpu in sorted(lines, key=lambda r: float(r[3])):
+        c = float(cpu)
+        if w in last:
+            out[nodeid.split("::", 1)[0]] += max(0.0, c - last[w])
+        last[w] = c
+    return dict(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv")
@@ -75,6 +91,11 @@ def main() -> None:
     a = ap.parse_args()
     rows = load(a.csv)
     print(summary(rows, a.top))
+    cpu = file_cpu(a.csv)
+    if cpu:
+        print(f"CPU seconds by file (workers' processes and Spark JVMs, not containers; all {sum(cpu.values()):.0f} s):")
+        for f, s in sorted(cpu.items(), key=lambda kv: -kv[1])[:a.top]:
+            print(f"  {s:7.0f} s  {f}")
     if a.write_durations:
         with open(a.write_durations, "w", encoding="utf-8") as f:
             json.dump(file_totals(rows), f, indent=0, sort_keys=True)

@@ -318,6 +318,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
+    if os.environ.get("TESTBED_TEST_TIMELINE"):
+        report.user_properties.append(("cpu_cum", _cpu_cum()))
     if call.when != "teardown" or not _watch["did"]:
         return
     did = _watch["did"]
@@ -406,9 +408,28 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 _session = {"worker": False}  # this process is an xdist worker (pytest_configure)
 
 
+def _cpu_cum() -> float:
+    """CPU seconds this process has used so far: its own, its reaped children's (node processes, CLI
+    subprocesses and their JVMs, ansible), and its live Spark JVM's (the session fixture's). Not the
+    containers' (Docker's cgroups)."""
+    r, c = os.times()[:2], os.times()[2:4]
+    total = sum(r) + sum(c)
+    gw = getattr(sys.modules.get("pyspark.context", None), "SparkContext", None)
+    proc = getattr(getattr(gw, "_gateway", None), "proc", None)
+    if proc is not None and proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    return round(total, 2)
+
+
 def _timeline(report: pytest.TestReport) -> None:
     """With TESTBED_TEST_TIMELINE=FILE (the controller's side under xdist): one CSV line per test phase,
-    worker, nodeid, phase, start, stop (epoch s); `scripts/suite_timeline.py FILE` shows where a run's
+    worker, nodeid, phase, start, stop (epoch s), the worker's CPU seconds so far (``_cpu_cum``);
+    `scripts/suite_timeline.py FILE` shows where a run's
     wall time went (how busy the workers were, what ran last). docs/testing.md."""
     path = os.environ.get("TESTBED_TEST_TIMELINE")
     if not path or _session["worker"] or not getattr(report, "stop", 0):
@@ -416,7 +437,9 @@ def _timeline(report: pytest.TestReport) -> None:
     worker = getattr(getattr(report, "node", None), "gateway", None)
     wid = getattr(worker, "id", "main")
     with open(path, "a", encoding="utf-8") as f:
-        f.write(f"{wid},{report.nodeid.replace(',', ';')},{report.when},{report.start:.3f},{report.stop:.3f}\n")
+        cpu = dict(report.user_properties).get("cpu_cum", "")
+        f.write(f"{wid},{report.nodeid.replace(',', ';')},{report.when},{report.start:.3f},{report.stop:.3f},"
+                f"{cpu}\n")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -80,3 +80,18 @@ def test_an_xdist_worker_is_handed_the_longest_file_first(tmp_path):
     (tmp_path / "tl.csv").unlink()
     calls = sorted((a, n) for _, n, ph, a, _ in _inner_timeline(tmp_path, workers=1) if ph == "call")
     assert [n for _, n in calls] == ["test_a.py::test_a[1]", "test_a.py::test_a[2]", "test_z.py::test_z"]
+
+
+def test_the_cpu_column_counts_a_tests_own_work_and_its_childrens_not_its_sleep(tmp_path):
+    """Each phase's line carries the worker's CPU so far; a test that burns 0.6 s of CPU in a child
+    process shows about that much, one that sleeps 0.6 s shows about none."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_burn.py").write_text(
+        "import subprocess, sys\ndef test_burn():\n"
+        "    subprocess.run([sys.executable, '-c', 'import time\\nt=time.process_time()\\n"
+        "while time.process_time()-t<0.6: pass'], check=True)\n")
+    (tmp_path / "test_nap.py").write_text("import time\ndef test_nap():\n    time.sleep(0.6)\n")
+    _inner_timeline(tmp_path, workers=1)
+    cpu = TL.file_cpu(str(tmp_path / "tl.csv"))
+    assert cpu.get("test_burn.py", 0) >= 0.55, cpu
+    assert cpu.get("test_nap.py", 0) < 0.2, cpu
