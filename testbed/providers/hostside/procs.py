@@ -44,7 +44,11 @@ def reap(pid: int) -> None:
 def alive(pid: int) -> bool:
     """Running, sleeping or stopped: neither gone nor a zombie (a dead child is reaped first)."""
     reap(pid)
-    return state(pid) not in (None, "Z")
+    st = state(pid)
+    if st == "Z":  # it died between the reap and the read: collect it now (a child of ours), so it is gone
+        reap(pid)
+        return False
+    return st is not None
 
 
 def kill(pid: int, sig: int) -> None:

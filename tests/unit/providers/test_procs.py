@@ -75,3 +75,27 @@ def test_node_processes_are_found_by_command_line(tmp_path):
         p.kill()
         p.wait()
     assert p.pid not in procs.node_processes()
+
+
+def test_a_child_that_dies_between_the_reap_and_the_read_is_collected(monkeypatch):
+    """CI 2026-11-28: wait_gone said gone while the child stayed a zombie: it died after alive()'s
+    reap and before its /proc read. Played here with the first reap doing nothing (the child is a
+    zombie already): alive() says not alive and collects it."""
+    import time
+
+    p = _start("-c", STUBBORN)
+    procs.kill(p.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while procs.state(p.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert procs.state(p.pid) == "Z"
+    real, calls = procs.reap, []
+
+    def late_reap(pid):
+        calls.append(pid)
+        if len(calls) > 1:
+            real(pid)
+
+    monkeypatch.setattr(procs, "reap", late_reap)
+    assert not procs.alive(p.pid)
+    assert procs.state(p.pid) is None
