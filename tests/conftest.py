@@ -412,8 +412,7 @@ def _cpu_cum() -> float:
     """CPU seconds this process has used so far: its own, its reaped children's (node processes, CLI
     subprocesses and their JVMs, ansible), and its live Spark JVM's (the session fixture's). Not the
     containers' (Docker's cgroups)."""
-    r, c = os.times()[:2], os.times()[2:4]
-    total = sum(r) + sum(c)
+    total = sum(os.times()[:4])  # user, system; children's user, system
     gw = getattr(sys.modules.get("pyspark.context", None), "SparkContext", None)
     proc = getattr(getattr(gw, "_gateway", None), "proc", None)
     if proc is not None and proc.poll() is None:
