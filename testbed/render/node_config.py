@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from testbed.registry import node_class_path
+from testbed.topology.protocols import connections as protocol_connections
 from testbed.topology.plan import Plan
 
 LOG_FLUSH_MS = 100
@@ -28,6 +29,7 @@ class PlanParts:
         self.plan = plan
         self.directory = directory(plan)
         self.egress = plan.egress_all()
+        self.connections = protocol_connections(plan)
 
 
 def render_node_config(
@@ -52,6 +54,7 @@ def render_node_config(
         parts = None
     n = plan.nodes[node]
     egress = parts.egress[node] if parts is not None else plan.egress(node)
+    conns = (parts.connections if parts is not None else protocol_connections(plan)).get(node, 0)
     clients = None
     if n.clients is not None:
         clients = asdict(n.clients)
@@ -85,5 +88,6 @@ def render_node_config(
         "log_path": log_path,
         "state_dir": state_dir,
         "log_flush_ms": LOG_FLUSH_MS,
+        "connections": conns,
         "secret": secret.hex(),
     }

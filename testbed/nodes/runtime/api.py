@@ -71,8 +71,19 @@ class Runtime(ABC):
     loop: asyncio.AbstractEventLoop
 
     @abstractmethod
-    def send(self, dst: str, msg: dict[str, Any]) -> None:
-        """Queue ``msg`` to process ``dst`` through its egress link emulation. Never blocks."""
+    def send(self, dst: str, msg: dict[str, Any], lane: str | None = None) -> None:
+        """Queue ``msg`` to process ``dst`` through its egress link emulation. Never blocks.
+
+        ``lane``: send it on a TCP connection of its own to ``dst``, one per lane name (e.g. one per
+        client, as Gryphon's "dedicated TCP connection" per subscriber), opened at the first send
+        or by :meth:`open_lane`. A lane shares the link's emulation and faults with the main
+        connection; messages of different lanes are not ordered with each other; a lane's
+        connection coming and going is not a ``peer_up``/``peer_down``. The process must be
+        configured for the connections (``connections`` in its config: the protocol's
+        ``connections(plan)`` hook, docs/architecture.md)."""
+
+    def open_lane(self, dst: str, lane: str) -> None:
+        """Open lane ``lane`` to ``dst`` now rather than at its first send (no-op by default)."""
 
     @abstractmethod
     def log(self, ev: str, **fields: Any) -> None:

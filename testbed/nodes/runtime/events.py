@@ -104,6 +104,11 @@ declare("service", "runtime",
         queued="int", max_queued="int", served="int", busy="float", wait_ms="float")
 declare("stats", "runtime", "Periodic transport counters.",
         sent="int", received="int", bytes_out="int", bytes_in="int", dropped="int")
+declare("conns", "runtime",
+        "Periodic, on a node configured for lanes (``connections`` > 0): its lanes up now (the "
+        "connections of its own it opened, e.g. one per dedicated subscriber) and its inbound "
+        "connections now (all peers' main connections and lanes).",
+        lanes_up="int", inbound="int")
 declare("node_error", "runtime",
         "An uncaught exception ended the node (exit status non-zero): in protocol code or escaping "
         "the event loop (``where``), with the refusal counts so far (``rejected``).",

@@ -103,19 +103,40 @@ def load_config(path: str) -> dict[str, Any]:
     why = service.check(cfg.get("service"))
     if why:
         raise ConfigError(f"{path}: service: {why}")
+    conns = cfg.get("connections", 0)
+    if isinstance(conns, bool) or not isinstance(conns, int) or conns < 0:
+        raise ConfigError(f"{path}: connections: expected an integer >= 0, got {conns!r}")
     fm = cfg.get("log_flush_ms", 100)
     if isinstance(fm, bool) or not isinstance(fm, int) or not 1 <= fm <= 100:
         raise ConfigError(f"{path}: log_flush_ms: expected an integer 1..100, got {fm!r}")
     return cfg
 
 
-def make_loop(n_peers: int) -> tuple[asyncio.AbstractEventLoop, float]:
-    """The event loop and the egress release tolerance ``early_s`` that suits its timer precision."""
-    choice = os.environ.get("TESTBED_NODE_SELECTOR") or ("select" if n_peers <= SELECT_MAX_PEERS else "epoll")
-    if choice == "select":
+def make_loop(n_peers: int, connections: int = 0) -> tuple[asyncio.AbstractEventLoop, float]:
+    """The event loop and the egress release tolerance ``early_s`` that suits its timer precision.
+
+    ``connections``: lanes beyond one connection per peer (the config's ``connections``): with any,
+    epoll, and the soft descriptor limit raised to hold them (up to the hard limit)."""
+    n = n_peers + connections
+    choice = os.environ.get("TESTBED_NODE_SELECTOR") or ("select" if n <= SELECT_MAX_PEERS else "epoll")
+    if choice == "select" and not connections:
         limit_fds(SELECT_FD_LIMIT)
         return asyncio.SelectorEventLoop(selectors.SelectSelector()), 0.0001
+    if connections:
+        raise_fds(2 * n + 256)
     return asyncio.SelectorEventLoop(selectors.DefaultSelector()), 0.0005
+
+
+def raise_fds(n: int) -> int:
+    """Raise the soft RLIMIT_NOFILE to at least ``n`` where the hard limit allows; the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= n:
+        return soft
+    want = n if hard == resource.RLIM_INFINITY else min(n, hard)
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        return want
+    return soft
 
 
 def limit_fds(n: int) -> int:
@@ -171,7 +192,8 @@ class NodeRuntime(api.Runtime):
         self.transport = Transport(loop, self.name, str(config["run_id"]), self.peers,
                                    on_message=self._on_message_unset, on_peer_up=self._peer_up,
                                    on_peer_down=self._peer_down, on_drop=self._on_drop,
-                                   on_fatal=self.fatal, secret=self.secret, on_reject=self.reject)
+                                   on_fatal=self.fatal, secret=self.secret, on_reject=self.reject,
+                                   connections=int(config.get("connections") or 0))
         self.control = ControlServer(self)
         cls = api.resolve(config["protocol"], config["kind"], config["role"], config.get("node_class"))
         self.node: api.Node = cls(self)
@@ -188,8 +210,10 @@ class NodeRuntime(api.Runtime):
         self._last_periodic = time.monotonic()
 
     # --- api.Runtime -------------------------------------------------------------------
-    def send(self, dst: str, msg: dict[str, Any]) -> None:
+    def send(self, dst: str, msg: dict[str, Any], lane: str | None = None) -> None:
         frame = codec.frame(msg)
+        if lane is not None and dst != self.name:
+            frame = self.transport.lane_frame(frame, lane)
         if dst == self.name:
             payload = codec.decode(frame[4:])
             self.loop.call_soon(self._guard(self.node.on_message), self.name, payload)
@@ -198,6 +222,10 @@ class NodeRuntime(api.Runtime):
             self._on_drop(dst, "unknown-peer", 1)
             return
         self.egress.send(dst, frame)
+
+    def open_lane(self, dst: str, lane: str) -> None:
+        if dst in self.peers:
+            self.transport.open_lane(dst, lane)
 
     def log(self, ev: str, **fields: Any) -> None:
         self.evlog.log(ev, fields)
@@ -337,6 +365,9 @@ class NodeRuntime(api.Runtime):
         self.evlog.log("cpu", {"user_s": round(ru.ru_utime, 4), "sys_s": round(ru.ru_stime, 4),
                                "rss_kb": _rss_kb()})
         self.evlog.log("stats", self.transport.counters.as_dict())
+        if self.transport.connections:
+            self.evlog.log("conns", {"lanes_up": sum(ob.state == "up" for ob in self.transport.lanes.values()),
+                                     "inbound": len(self.transport.inbound)})
         now = time.monotonic()
         if self.service is not None:
             self.evlog.log("service", self.service.sample(now - self._last_periodic))
@@ -430,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     peers = [p for p in cfg["peers"] if p != cfg["node"]]
-    loop, early_s = make_loop(len(peers))
+    loop, early_s = make_loop(len(peers), int(cfg.get("connections") or 0))
     asyncio.set_event_loop(loop)
     try:
         try:

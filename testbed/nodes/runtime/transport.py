@@ -20,6 +20,11 @@
   until the reconnect succeeds. Reconnects back off from 50 ms, doubling, to 1 s.
 * Write batching: frames released in the same loop iteration are joined into
   one ``transport.write`` (a ``call_soon`` flush per connection). TCP_NODELAY.
+* Lanes: a frame that is a :class:`LaneFrame` goes on a connection of its own to the
+  destination, one per lane name (Gryphon's dedicated connection per subscriber): an
+  :class:`Outbound` like the main one, whose coming and going is not a peer up/down; at most
+  ``LANE_CONNECTS`` lanes of a node connect at a time (the receiver's pre-hello cap), the rest
+  queue their frames until their turn. A fault holding a peer closed closes its lanes too.
 * Inbound: one :class:`FrameDecoder` per connection (asyncio Protocols, no
   streams); the hello frame names the peer; every later frame goes to
   ``on_message(src, msg)``. Any error on a connection goes down one path,
@@ -46,6 +51,13 @@ HANDSHAKE_MAX_FRAME = 4096  # until a peer has proved the run secret, frames are
 MAX_PRE_AUTH = 32  # inbound data connections at once that have not sent a valid hello yet
 MAX_INBOUND_EXTRA = 64  # inbound data connections at once: one per peer plus this many
 ACCEPT_BATCH = 128  # connections accepted per listener wake-up (asyncio's backlog argument)
+LANE_CONNECTS = 8  # lanes of one node connecting (before their hello_ack) at a time
+
+
+class LaneFrame(bytes):
+    """A frame for lane ``lane`` of its destination (``bytes`` to the link emulation)."""
+
+    lane: str
 
 
 class Counters:
@@ -114,9 +126,10 @@ class _OutProtocol(asyncio.Protocol):
 class Outbound:
     """The outbound connection to one destination (state: never / up / lost / closed)."""
 
-    def __init__(self, tr: "Transport", peer: str, addr: tuple[str, int]) -> None:
+    def __init__(self, tr: "Transport", peer: str, addr: tuple[str, int], lane: str | None = None) -> None:
         self.tr = tr
         self.peer = peer
+        self.lane = lane
         self.addr = addr
         self.state = "never"
         self.pending: list[bytes] = []  # before the first connection
@@ -133,44 +146,54 @@ class Outbound:
 
     async def _connect_loop(self) -> None:
         delay = BACKOFF_START_S
-        loop = self.tr.loop
         while self.state != "closed":
             if self.peer in self.tr.held:  # closed by a fault (cut with close): no reconnect
                 await asyncio.sleep(HOLD_POLL_S)
                 continue
-            try:
-                transport, proto = await loop.create_connection(
-                    lambda: _OutProtocol(self), self.addr[0], self.addr[1])
-            except OSError:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, BACKOFF_CAP_S)
-                continue
-            if self.state == "closed":
-                transport.close()
+            if self.lane is None:
+                res = await self._attempt()
+            else:
+                async with self.tr.lane_connects:  # a bounded number of lanes in their handshake at once
+                    res = await self._attempt()
+            if res is None:  # up, or closed meanwhile
                 return
-            # Up only once the peer's runtime answers the hello: a connection the
-            # kernel accepted for a dying process must not count as a peer_up.
-            self.ack = loop.create_future()
-            self.proto = proto  # it answers the receiver's challenge with the hello
-            try:
-                await asyncio.wait_for(asyncio.shield(self.ack), HELLO_TIMEOUT_S)
-                ok = self.ack.result()
-            except asyncio.TimeoutError:
-                ok = False
-            if ok and self.state != "closed":
-                self.transport = transport  # type: ignore[assignment]
-                self.state = "up"
-                self.task = None
-                if self.pending:
-                    self.buf.extend(self.pending)
-                    self.pending = []
-                    self._flush()
-                self.tr.on_peer_up(self.peer)
-                return
-            self.proto = None
-            transport.close()
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_CAP_S)
+
+    async def _attempt(self) -> bool | None:
+        """One connection and handshake: None when up (or closed meanwhile), False to retry."""
+        loop = self.tr.loop
+        try:
+            transport, proto = await loop.create_connection(
+                lambda: _OutProtocol(self), self.addr[0], self.addr[1])
+        except OSError:
+            return False
+        if self.state == "closed":
+            transport.close()
+            return None
+        # Up only once the peer's runtime answers the hello: a connection the
+        # kernel accepted for a dying process must not count as a peer_up.
+        self.ack = loop.create_future()
+        self.proto = proto  # it answers the receiver's challenge with the hello
+        try:
+            await asyncio.wait_for(asyncio.shield(self.ack), HELLO_TIMEOUT_S)
+            ok = self.ack.result()
+        except asyncio.TimeoutError:
+            ok = False
+        if ok and self.state != "closed":
+            self.transport = transport  # type: ignore[assignment]
+            self.state = "up"
+            self.task = None
+            if self.pending:
+                self.buf.extend(self.pending)
+                self.pending = []
+                self._flush()
+            if self.lane is None:
+                self.tr.on_peer_up(self.peer)
+            return None
+        self.proto = None
+        transport.close()
+        return None if self.state == "closed" else False
 
     def _acked(self, proto: _OutProtocol) -> None:
         if proto is self.proto and self.ack is not None and not self.ack.done():
@@ -222,7 +245,8 @@ class Outbound:
         if self.state == "closed":
             return
         self.state = "lost"
-        self.tr.on_peer_down(self.peer)
+        if self.lane is None:
+            self.tr.on_peer_down(self.peer)
         self.start()
 
     def close(self) -> None:
@@ -352,7 +376,8 @@ class Transport:
                  on_drop: Callable[[str, str, int], None], on_fatal: Callable[[BaseException], None],
                  secret: bytes, on_reject: Callable[[str, str, str, str], None] | None = None,
                  max_frame: int = MAX_FRAME, queue_limit: int = QUEUE_LIMIT,
-                 max_pre_auth: int = MAX_PRE_AUTH, max_inbound: int | None = None) -> None:
+                 max_pre_auth: int = MAX_PRE_AUTH, max_inbound: int | None = None,
+                 connections: int = 0) -> None:
         self.loop = loop
         self.name = name
         self.run_id = run_id
@@ -372,7 +397,13 @@ class Transport:
         self.inbound: set[_InProtocol] = set()
         self.pre_auth = 0  # inbound connections waiting for their hello
         self.max_pre_auth = max_pre_auth
-        self.max_inbound = len(peers) + MAX_INBOUND_EXTRA if max_inbound is None else max_inbound
+        # ``connections``: the lanes this node opens or accepts beyond one per peer (its config's
+        # ``connections``): that many more inbound connections are allowed
+        self.connections = connections
+        self.max_inbound = (len(peers) + MAX_INBOUND_EXTRA if max_inbound is None else max_inbound) + connections
+        self.lanes: dict[tuple[str, str], Outbound] = {}
+        self.lanes_used = False  # set by the first lane frame made: only then does send look for them
+        self.lane_connects = asyncio.Semaphore(LANE_CONNECTS)
         self.server: asyncio.AbstractServer | None = None
 
     async def listen(self, host: str, port: int) -> None:
@@ -404,7 +435,44 @@ class Transport:
         if ob is not None:
             ob.start()
 
+    def lane(self, peer: str, lane: str) -> Outbound | None:
+        ob = self.lanes.get((peer, lane))
+        if ob is None:
+            addr = self.peers.get(peer)
+            if addr is None:
+                return None
+            ob = self.lanes[(peer, lane)] = Outbound(self, peer, (addr[0], int(addr[1])), lane)
+        return ob
+
+    def lane_frame(self, frame: bytes, lane: str) -> LaneFrame:
+        """``frame`` marked for lane ``lane`` (what :meth:`send` routes to that lane's connection)."""
+        self.lanes_used = True
+        f = LaneFrame(frame)
+        f.lane = lane
+        return f
+
+    def open_lane(self, peer: str, lane: str) -> None:
+        self.lanes_used = True
+        ob = self.lane(peer, lane)
+        if ob is not None:
+            ob.start()
+
     def send(self, peer: str, frames: list[bytes]) -> None:
+        if self.lanes_used and any(type(f) is LaneFrame for f in frames):
+            main = [f for f in frames if type(f) is not LaneFrame]
+            by_lane: dict[str, list[bytes]] = {}
+            for f in frames:
+                if type(f) is LaneFrame:
+                    by_lane.setdefault(f.lane, []).append(f)  # type: ignore[attr-defined]
+            for name, fs in by_lane.items():
+                lob = self.lane(peer, name)
+                if lob is None:
+                    self.drop(peer, "unknown-peer", len(fs))
+                else:
+                    lob.send(fs)
+            if not main:
+                return
+            frames = main
         ob = self.out.get(peer) or self.outbound(peer)
         if ob is None:
             self.drop(peer, "unknown-peer", len(frames))
@@ -419,6 +487,9 @@ class Transport:
         (a fault ``{cut: [a, b], close: true}``: both ends see the connection lost at once,
         ``on_peer_down``). True if a live connection was closed."""
         self.held.add(peer)
+        for (p, _), lob in self.lanes.items():
+            if p == peer and lob.state == "up" and lob.transport is not None:
+                lob.transport.abort()
         ob = self.out.get(peer)
         if ob is None or ob.state != "up" or ob.transport is None:
             return False
@@ -433,7 +504,7 @@ class Transport:
         return sorted({p.src for p in self.inbound if p.src})
 
     async def close(self) -> None:
-        for ob in self.out.values():
+        for ob in (*self.out.values(), *self.lanes.values()):
             ob.close()
         if self.server is not None:
             self.server.close()

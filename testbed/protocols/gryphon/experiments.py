@@ -385,6 +385,12 @@ def analyze(ctx) -> None:
                         "median latency (ms)", {**series("local_median_ms", "local"),
                                                 **series("remote_median_ms", "remote")}, _refs(ctx, 5))
         ctx.add(*claims_45(rows, ctx.figs))
+        ded = [r for r in rows if r.get("lanes_at_t0") is not None]
+        if ded:  # the paper's dedicated connections, up before the workload (fig4-5.yaml's settle)?
+            worst = min(ded, key=lambda r: r["lanes_at_t0"] / r["subscribers"])
+            ctx.measure(4, connections_up_at_t0=f"{worst['lanes_at_t0']} of {worst['subscribers']} (the fewest, "
+                                                 f"{worst['mode']} r{worst['repeat']})")
+            ctx.measure(5, connections_up_at_t0=f"{worst['lanes_at_t0']} of {worst['subscribers']}")
         fan = [r for r in rows if r["mode"] == "gd" and r.get("fanout_msgs_s")]
         if fan:
             best = max(fan, key=lambda r: r["fanout_msgs_s"])

@@ -24,7 +24,10 @@ see ``testbed/protocols/gryphon/nodes/broker.py:DEFAULTS``):
 ``settle``        wait after the nodes are up before the workload starts
 
 Client group ``params``: publishers ``attr_space`` (messages carry ``k = n % attr_space``);
-subscribers ``filter_mod`` (client i subscribes ``[k,eq,i % filter_mod]``).
+subscribers ``filter_mod`` (client i subscribes ``[k,eq,i % filter_mod]``) and ``connection``
+(``shared``, the default: the group's subscribers share its process's connection to the SHB;
+``dedicated``: each subscriber has a TCP connection of its own, over which the SHB delivers to
+it, as in the paper's Sec 4.1, so the SHB pays a write per subscriber connection).
 
 A subscriber group's ``filter`` is in the pubsub protocol's language and is checked
 with the same parser the nodes use (``testbed.protocols.pubsub.nodes.filters``, see
@@ -72,6 +75,10 @@ class PublisherParams(StrictModel):
 
 class SubscriberParams(StrictModel):
     filter_mod: int | None = Field(None, ge=1)
+    # Sec 4.1: "each subscriber ... on a dedicated TCP connection" to its SHB; ``shared``: the
+    # group's subscribers share their process's one connection (cheaper, the SHB's per-connection
+    # cost is gone)
+    connection: Literal["shared", "dedicated"] = "shared"
 
 
 ClientParams = {"publisher": PublisherParams, "subscriber": SubscriberParams}
@@ -101,6 +108,21 @@ def check(topology) -> list:
             problems.append(topology.problem(("clients", name, "filter"),
                                              "params.filter_mod replaces the filter; give one of them"))
     return problems
+
+
+def connections(plan) -> dict[str, int]:
+    """Dedicated subscriber connections: the client process accepts one per subscriber, and each
+    SHB opens one per subscriber attached to it."""
+    out: dict[str, int] = {}
+    for n in plan.nodes.values():
+        g = n.clients
+        if g is None or g.role != "subscriber" or (g.extra or {}).get("connection") != "dedicated":
+            continue
+        out[n.name] = out.get(n.name, 0) + g.count
+        for i in range(g.count):
+            b = g.attach[i % len(g.attach)]
+            out[b] = out.get(b, 0) + 1
+    return out
 
 
 def graph_hints(plan):

@@ -29,6 +29,10 @@ module its package names as ``TOPOLOGY``. The names come from the protocol regis
 ``graph_hints``   optional ``graph_hints(plan) -> GraphHints``: what ``testbed graph`` adds for
                   this protocol (an extra label line per node, nodes boxed in groups inside
                   their site, several links between two groups drawn as one bundle).
+``connections``   optional ``connections(plan) -> {process: n}``: connections a process opens
+                  or accepts beyond one per peer (lanes, e.g. Gryphon's dedicated connection per
+                  subscriber: ``Runtime.send(..., lane=)``); written into the node's config as
+                  ``connections`` (its descriptor limit, event loop and inbound cap follow it).
 ``derive``        optional ``derive(topology) -> {param: (value, why)}``: defaults that depend on
                   the topology (e.g. a timing that must cover its links' delays). Applied to the
                   ``params`` the file leaves out (never over a value the user wrote); the plan
@@ -171,6 +175,14 @@ def graph_hints(plan: Any) -> GraphHints:
     return hook(plan) if hook is not None else GraphHints()
 
 
+def connections(plan: Any) -> dict[str, int]:
+    """The protocol's ``connections(plan)`` hook: extra connections per process ({} without one)."""
+    if plan.protocol not in PROTOCOLS:
+        return {}
+    hook = getattr(PROTOCOLS[plan.protocol], "connections", None)
+    return dict(hook(plan)) if hook is not None else {}
+
+
 def hosted_clients(plan: Any, at_s: float | None = None) -> list[HostedClients]:
     """The plan's clients hosted in nodes: the protocol's ``hosted_clients(plan[, at_s])`` hook ([]
     when it has none). With ``at_s``, where they are at that instant (a hook without an ``at_s``
@@ -198,5 +210,5 @@ def client_params_model(module: ModuleType, role: str):
     return cp
 
 
-__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "GraphHints", "HostedClients", "graph_hints", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model",
+__all__ = ["PROTOCOLS", "TOPOLOGY_ATTRS", "ActionError", "GraphHints", "HostedClients", "graph_hints", "ProtocolCall", "hosted_clients", "ScheduleAction", "client_params_model", "connections",
            "schedule_actions"]

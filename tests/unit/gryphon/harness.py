@@ -51,8 +51,8 @@ class SimRuntime(Runtime):
         self.loop = None  # type: ignore[assignment]
         self.dead = False
 
-    def send(self, dst: str, msg: dict[str, Any]) -> None:
-        if not self.dead:
+    def send(self, dst: str, msg: dict[str, Any], lane: str | None = None) -> None:
+        if not self.dead:  # lanes: the simulated network keeps one ordered channel per pair
             self.sim._send(self.name, dst, msgpack.packb(msg, use_bin_type=True))
 
     def log(self, ev: str, **fields: Any) -> None:

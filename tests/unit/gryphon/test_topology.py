@@ -56,3 +56,34 @@ def test_bad_subscriber_filter(tmp_path, sub, message):
 def test_publisher_filter_is_an_error(tmp_path):
     errs = _errors(tmp_path, pub=", filter: \"[k,eq,1]\"")
     assert len(errs) == 1 and "clients.pubs.filter: publishers do not subscribe" in errs[0], errs
+
+
+def test_dedicated_subscribers_give_the_shbs_and_the_client_process_their_connections(tmp_path):
+    """``connection: dedicated``: each SHB opens one connection per subscriber attached to it, the
+    client process accepts them all; both reach the node configs (``connections``)."""
+    from testbed.api import plans
+    from testbed.render.node_config import PlanParts, render_node_config
+    from testbed.topology.protocols import connections
+
+    text = BASE.format(pub="", sub="").replace(
+        "  s1: {role: broker, site: lab, neighbors: [p1]}\n",
+        "  s1: {role: broker, site: lab, neighbors: [p1]}\n  s2: {role: broker, site: lab, neighbors: [p1]}\n")
+    shared = tmp_path / "shared.yaml"
+    shared.write_text(text.replace("count: 2, attach: s1", "count: 5, attach: [s1, s2]"))
+    dedicated = tmp_path / "dedicated.yaml"
+    dedicated.write_text(text.replace("count: 2, attach: s1",
+                                      "count: 5, attach: [s1, s2], params: {connection: dedicated}"))
+    [plan] = plans(str(shared))
+    assert connections(plan) == {}
+    [plan] = plans(str(dedicated))
+    assert connections(plan) == {"subs": 5, "s1": 3, "s2": 2}
+    for parts in (None, PlanParts(plan)):
+        got = {n: render_node_config(plan, "run", n, listen=("127.0.0.1", 1), control=("127.0.0.1", 2), peers={},
+                                     emulation="userspace", log_path="x", state_dir="s", secret=b"x" * 32,
+                                     parts=parts)["connections"] for n in plan.nodes}
+        assert got == {"p1": 0, "s1": 3, "s2": 2, "pubs": 0, "subs": 5}
+
+
+def test_a_bad_connection_kind_is_an_error(tmp_path):
+    errs = _errors(tmp_path, sub=", params: {connection: own}")
+    assert len(errs) == 1 and "clients.subs.params.connection" in errs[0], errs

@@ -116,7 +116,18 @@ def measure_45(rd: RunData, settle: float = 1.0) -> dict[str, Any]:
         if r["broker"] == "s1":
             fan = r["n"] / max(1e-9, rd.end_s - settle)
     return {"cpu_p1": cpu.get("p1"), "cpu_s1": cpu.get("s1"), "local_median_ms": med.get("local"),
-            "remote_median_ms": med.get("remote"), "fanout_msgs_s": fan}
+            "remote_median_ms": med.get("remote"), "fanout_msgs_s": fan, "lanes_at_t0": lanes_at_t0(rd)}
+
+
+def lanes_at_t0(rd: RunData, node: str = "s1") -> int | None:
+    """The dedicated subscriber connections ``node`` had up at its last ``conns`` sample at or
+    before t0 (a lower bound: samples are a second apart); None without dedicated connections."""
+    c = rd.pdf("conns", ["node", "t_rel_s", "lanes_up"])
+    c = c[c["node"] == node]
+    if c.empty:
+        return None
+    before = c[c["t_rel_s"] <= 0].sort_values("t_rel_s")
+    return int(before["lanes_up"].iloc[-1]) if len(before) else 0
 
 
 # ------------------------------------------------------------------------------ Figs 6-8

@@ -85,6 +85,7 @@ class GryphonBroker(Node):
         self.sub: dict[str, SubendStream] = {}
         self.subs = SubscriberIndex()
         self.client_proc: dict[str, str] = {}
+        self.lanes: set[str] = set()  # subscribers on a dedicated connection (their lane's name)
         self.local_summary = Summary([])
         self.summary_dirty = False
         self.last_sender: dict[str, str] = {}
@@ -461,10 +462,15 @@ class GryphonBroker(Node):
             self._deliver(pe, sub.accumulate(f, d))
 
     def _deliver(self, pe: str, items) -> None:
+        lanes = self.lanes
+        send = self.rt.send
         for t, m in items:
             for c in self.subs.match(m.get("a") or {}):
-                self.rt.send(self.client_proc[c], {"k": "dlv", "c": c, "pe": pe, "t": t, "s": m["seq"],
-                                                   "pt": m["pt"], "pl": m.get("pl", b"")})
+                dlv = {"k": "dlv", "c": c, "pe": pe, "t": t, "s": m["seq"], "pt": m["pt"], "pl": m.get("pl", b"")}
+                if c in lanes:  # a subscriber on a dedicated connection gets its deliveries on it
+                    send(self.client_proc[c], dlv, c)
+                else:
+                    send(self.client_proc[c], dlv)
                 self.counters["delivered"] += 1
 
     def _forward_be(self, pe: str, d) -> None:
@@ -597,6 +603,12 @@ class GryphonBroker(Node):
         except ValueError:
             return  # not a filter (clients parse theirs with the same language)
         self.client_proc[c] = src
+        if msg.get("ln"):
+            if c not in self.lanes:
+                self.lanes.add(c)
+                self.rt.open_lane(src, c)  # opened now, before the workload, not at the first delivery
+        else:
+            self.lanes.discard(c)
         self.subs.add(c, f)
         self.summary_dirty = True  # rebuilt once per link status round, not per subscription
 

@@ -37,6 +37,7 @@ class ClientHost(Node):
         self.size = int(g.get("size_bytes") or 100)
         self.attr_space = int(self.extra.get("attr_space", 1000))
         self.filter_text = g.get("filter")
+        self.dedicated = self.extra.get("connection") == "dedicated"  # one connection per subscriber
         self.seq = {c: 0 for c in self.clients}
         self.workload = PacedWorkload(rt, self._publish_k,
                                       min_wait_s=max(0.005, min(0.05, 1.0 / max(self.rate, 1e-9))))
@@ -61,7 +62,10 @@ class ClientHost(Node):
             if b is None or (only is not None and b != only):
                 continue
             spec = spec_json(self.filter_for(i))
-            self.rt.send(b, {"k": "sub", "c": c, "f": spec})
+            sub = {"k": "sub", "c": c, "f": spec}
+            if self.dedicated:
+                sub["ln"] = 1  # deliver to c on a connection of its own
+            self.rt.send(b, sub)
             if only is None:
                 self.rt.log("g_subscribe", client=c, filter=json.dumps(spec), broker=b)
 
