@@ -7,8 +7,8 @@ source crash, with its losses attributed. (The first cases: test_mobility_faults
 
 The cases slow b3-b4 to 600 ms so that each move message takes ~0.6 s to cross it and the faults
 fall in the intended phase: a move of m-0 b1 -> b6 at 2 s sends (1) across at ~2.0-2.6 s, (2) at
-~2.6-3.2 s, (4) at ~3.2-3.8 s, (5) at ~3.8-4.4 s. Each test runs and analyses its own case (one
-Spark session for the module)."""
+~2.6-3.2 s, (4) at ~3.2-3.8 s, (5) at ~3.8-4.4 s. The cases run first, then are analysed together
+(one Spark session, the checks batched over the runs)."""
 
 from __future__ import annotations
 
@@ -20,24 +20,24 @@ from testbed import api
 
 from test_mobility_faults import TOPO, all_pass, events
 
+CASES = ("crash-tgt", "crash-tgt-ready", "crash-tgt-commit", "crash-path", "crash-path-xfer", "cut-xfer",
+         "covering-cut", "covering-crash")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """case -> its run directory, run and analysed when a test first asks for it (each test pays for
-    its own run: ~14 s of run plus the analysis; covering cases are ``covering-<case>``)."""
+    """case -> its run directory (covering cases are ``covering-<case>``): every case run (~14 s each),
+    then all analysed together (``api.analyze_runs``: the checks batched over the runs, grouped by
+    movement; each run's checks.json as its analysis alone gives it, tests/unit/mobility/test_batch.py),
+    not one analysis per run (issue #26: the suite's CPU)."""
     root = tmp_path_factory.mktemp("runs")
-    done: dict[str, Path] = {}
-
-    class Runs:
-        def __getitem__(self, key: str) -> Path:
-            if key not in done:
-                case, movement = (key.split("-", 1)[1], "covering") if key.startswith("covering-") \
-                    else (key, "reconfiguration")
-                [rd] = api.run(str(TOPO), set_vars={"case": case, "movement": movement}, runs_dir=str(root),
-                               analyze=False)
-                api.analyze_runs([rd.path])
-                done[key] = Path(rd.path)
-            return done[key]
-    return Runs()
+    out: dict[str, Path] = {}
+    for key in CASES:
+        case, movement = (key.split("-", 1)[1], "covering") if key.startswith("covering-") else (key, "reconfiguration")
+        [rd] = api.run(str(TOPO), set_vars={"case": case, "movement": movement}, runs_dir=str(root), analyze=False)
+        out[key] = Path(rd.path)
+    api.analyze_runs([str(p) for p in out.values()])
+    return out
 
 
 def ends(run: Path) -> dict[str, str]:

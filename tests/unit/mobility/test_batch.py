@@ -85,34 +85,15 @@ def runs(tmp_path_factory):
     return {k: str(d) for k, d in dirs.items()}
 
 
-def test_batched_verdicts_equal_the_per_run_checks(spark, runs):
-    batched = check_runs(spark, runs, options=AnalysisOptions(settle_s=0.3, travel_margin_s=0.5))
-    assert set(batched) == set(runs)
-    for key, d in runs.items():
-        per = {k: (r.passed, r.violations, r.attributed) for k, r in results(spark, Path(d)).items()}
-        got = {c["check"].split("_", 1)[0]: (c["passed"], c["violations"], c["attributed"]) for c in batched[key]}
-        assert [c["check"] for c in batched[key]] == NAMES
-        assert got == per, key
-    # the clean runs pass every check (covering: its losses attributed to moves); each broken run
-    # fails exactly the checks its break is about, and is named among the good ones
-    failing = {k: {c["check"].split("_", 1)[0] for c in v if not c["passed"]} for k, v in batched.items()}
-    assert failing["clean"] == set() and failing["covering"] == set()
-    cov_p4 = next(c for c in batched["covering"] if c["check"] == "P4_completeness")
-    assert cov_p4["attributed"] > 0
-    for name, (_, want) in BROKEN.items():
-        assert failing[name] == want, name
-    ex = next(c for c in batched["lost-off-path"] if c["check"] == "P9_routing_consistency")["examples"]
-    assert any("stay-1:s1" in e for e in ex)
-    ex = next(c for c in batched["dup-tentative"] if c["check"] == "P3_exactly_once")["examples"]
-    assert ex and "|" not in ex[0]  # ids without the run prefix
-
-
-def test_batched_fault_attribution_uses_each_runs_own_windows(spark, tmp_path):
+@pytest.fixture(scope="module")
+def fault_runs(tmp_path_factory):
     """Moves under faults (tests/unit/mobility/test_checks_faults.py's histories): a covering move cut
     on its path, with and without the cut in the manifest (same node and client names, one group:
     only the run's own fault windows tell them apart), and a reconfiguration client lost with its
-    broker (its later misses attributed to the crash). Batched = per run, verdicts and attributions."""
+    broker (its later misses attributed to the crash), also with the client groups in the plan."""
     from .test_checks_faults import crash, cut, move, restart, simulate
+
+    tmp_path = tmp_path_factory.mktemp("faults")
 
     def timeline(run, rows):
         m = json.loads((run / "manifest.json").read_text())
@@ -138,13 +119,45 @@ def test_batched_fault_attribution_uses_each_runs_own_windows(spark, tmp_path):
     dirs["lost-routed"] = timeline(write_run(tmp_path / "lost-routed", cfgs, logs, restarts=restarts,
                                              clients=True),
                                    json.loads((dirs["lost"] / "manifest.json").read_text())["timeline"])
-    batched = check_runs(spark, {k: str(d) for k, d in dirs.items()},
-                         options=AnalysisOptions(settle_s=0.3, travel_margin_s=0.5))
-    for key, d in dirs.items():
-        per = {k: (r.passed, r.violations, r.attributed) for k, r in results(spark, d).items()}
+    return {k: str(d) for k, d in dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def batched(spark, runs, fault_runs):
+    """Both tests' runs checked in one batch (one set of Spark jobs per group, not one per test: issue
+    #26; more runs side by side, each still given its own verdict)."""
+    return check_runs(spark, {**runs, **fault_runs}, options=AnalysisOptions(settle_s=0.3, travel_margin_s=0.5))
+
+
+def test_batched_verdicts_equal_the_per_run_checks(spark, runs, fault_runs, batched):
+    assert set(batched) == set(runs) | set(fault_runs)
+    for key, d in runs.items():
+        per = {k: (r.passed, r.violations, r.attributed) for k, r in results(spark, Path(d)).items()}
+        got = {c["check"].split("_", 1)[0]: (c["passed"], c["violations"], c["attributed"]) for c in batched[key]}
+        assert [c["check"] for c in batched[key]] == NAMES
+        assert got == per, key
+    # the clean runs pass every check (covering: its losses attributed to moves); each broken run
+    # fails exactly the checks its break is about, and is named among the good ones
+    failing = {k: {c["check"].split("_", 1)[0] for c in v if not c["passed"]} for k, v in batched.items()}
+    assert failing["clean"] == set() and failing["covering"] == set()
+    cov_p4 = next(c for c in batched["covering"] if c["check"] == "P4_completeness")
+    assert cov_p4["attributed"] > 0
+    for name, (_, want) in BROKEN.items():
+        assert failing[name] == want, name
+    ex = next(c for c in batched["lost-off-path"] if c["check"] == "P9_routing_consistency")["examples"]
+    assert any("stay-1:s1" in e for e in ex)
+    ex = next(c for c in batched["dup-tentative"] if c["check"] == "P3_exactly_once")["examples"]
+    assert ex and "|" not in ex[0]  # ids without the run prefix
+
+
+def test_batched_fault_attribution_uses_each_runs_own_windows(spark, fault_runs, batched):
+    """The fault runs (``fault_runs``): batched = per run, verdicts and attributions; the cut
+    attributed only where the manifest has it, the lost client's misses attributed to the crash."""
+    for key, d in fault_runs.items():
+        per = {k: (r.passed, r.violations, r.attributed) for k, r in results(spark, Path(d)).items()}
         got = {c["check"].split("_", 1)[0]: (c["passed"], c["violations"], c["attributed"]) for c in batched[key]}
         assert got == per, key
-    p2 = {k: next(c for c in v if c["check"] == "P2_move_atomicity") for k, v in batched.items()}
+    p2 = {k: next(c for c in batched[k] if c["check"] == "P2_move_atomicity") for k in fault_runs}
     assert p2["cut"]["passed"] and p2["cut"]["attributed"] == 2
     assert not p2["cut-unrecorded"]["passed"] and p2["cut-unrecorded"]["violations"] == 2
     p4 = next(c for c in batched["lost"] if c["check"] == "P4_completeness")
