@@ -213,6 +213,9 @@ def _partial(data: CommentedMap) -> S.Topology:
                 fields[key] = TypeAdapter(finfo.annotation).validate_python(raw)
             except ValidationError:
                 pass
+    for key, finfo in S.Topology.model_fields.items():  # a required key missing or invalid: empty, so
+        if key not in fields and finfo.is_required():    # the cross-reference checks see nothing there
+            fields[key] = {} if key in sections else None
     return S.Topology.model_construct(**fields)
 
 

@@ -174,3 +174,14 @@ def test_ordering_allows_cycles_and_checks_topic_manager_servers(tmp_path):
 def test_gryphon_inf_only_for_dct(tmp_path):
     err = one_error(tmp_path, GRYPHON.replace("gct: 200ms", "gct: inf"))
     assert err == "11:15: params.gct: inf is not allowed here; give a time in us, ms, s or m"
+
+
+@pytest.mark.parametrize("protocol", ["nosuch", "gryphon"])
+def test_required_sections_missing_are_errors_not_a_crash(tmp_path, protocol):
+    """A file without sites, nodes or duration (and maybe an unknown protocol) gets its problems
+    listed; before, the cross-reference checks tripped over the missing sections (exit 70)."""
+    errs = errors(tmp_path, f"version: 1\nname: x\nprotocol: {protocol}\n")
+    got = [e.split(": ", 1)[1] for e in errs]
+    assert "duration: required key is missing" in got and "sites: required key is missing" in got
+    assert "nodes: required key is missing" in got
+    assert any("unknown protocol" in e for e in got) == (protocol == "nosuch")
