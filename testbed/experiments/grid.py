@@ -108,7 +108,13 @@ class Explanation:
         def bad(v: Any) -> bool:
             return v is None or (isinstance(v, float) and math.isnan(v))
 
-        missing = [k for k in self.cites if bad(values.get(k))]
+        import string
+
+        used = [f for _, f, _, _ in string.Formatter().parse(self.text) if f]
+        # what the cause rests on, then every number the sentence prints: a claim with no value
+        # (insufficient for want of points) has no mean to print, which is "not measured"
+        missing = list(dict.fromkeys(k for k in (*self.cites, *(f.split(".")[0].split("[")[0] for f in used))
+                                     if bad(values.get(k))))
         if missing:
             return None, missing
         try:

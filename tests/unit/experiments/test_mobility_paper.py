@@ -258,7 +258,7 @@ def test_a_cause_not_measured_shows_not_explained():
                     for s in ("reconfiguration more than", "early movements"))
     assert order.verdict == early.verdict == "fail"
     d = _explained(P.PAPER, order, {8: P.evidence(_measured(mix))})  # the runs' load was not recorded
-    assert d["explanation"] is None and set(d["not_measured"]) == {"load_1m_max", "cpus"}
+    assert d["explanation"] is None and {"load_1m_max", "cpus"} <= set(d["not_measured"])  # the cited causes (and the sentence's other numbers)
     d = _explained(P.PAPER, order, {8: {**P.evidence(mix), **LOAD}})  # no queue measured (no service time)
     assert d["explanation"] is None and {"service_ms", "cov_busy", "reconf_queue_max"} <= set(d["not_measured"])
     d = _explained(P.PAPER, early, {8: {**P.evidence(mix), **LOAD}})  # no join window, no queue in the rows

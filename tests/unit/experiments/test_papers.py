@@ -522,7 +522,8 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
                                     "load_runs": 12}})
     assert "7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
     assert "CPU points" not in d["explanation"]  # a latency claim: the load is cited, not a CPU unit
-    assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "cpus": 2}})["not_measured"] == ["fanout_msgs_s"]
+    assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2, "load_runs": 12}}
+                      )["not_measured"] == ["fanout_msgs_s"]
     saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
                if c.sentence.startswith("the latency graph"))
     assert saw.verdict == C.FAIL
@@ -541,7 +542,7 @@ def test_gryphon_fig4_cpu_and_fig7_second_peak_failures_are_explained_with_measu
     assert rise.verdict == C.FAIL
     text = _explained(G.PAPER, rise, {4: load})["explanation"]
     assert "against the seeds' spread" in text and "reached 8.5 on 2 cores" in text
-    assert _explained(G.PAPER, rise, {})["not_measured"] == ["load_1m_max", "cpus"]
+    assert _explained(G.PAPER, rise, {})["not_measured"][:2] == ["load_1m_max", "cpus"]  # the cited causes first
     late = next(c for c in G.claims_7([_m7(second_peak_after_restart_s=v) for v in (-4.0, -4.5, -5.0)])
                 if c.sentence.startswith("the second latency peak"))
     assert late.verdict == C.FAIL
@@ -553,3 +554,16 @@ def test_gryphon_fig4_cpu_and_fig7_second_peak_failures_are_explained_with_measu
     # routes that did not come back in every seed are not cited: the cause is then not explained
     assert _explained(G.PAPER, late, {7: {"second_peak_ms": [207], "normal_ms": [260]}})["not_measured"] == [
         "routes_back_s"]
+
+
+def test_an_explanation_whose_sentence_prints_a_value_the_claim_lacks_is_not_measured_not_a_template_error():
+    """Fig 13's latency claim is insufficient with no value when no subscription point keeps up:
+    its explanation prints the mean, so it names the missing numbers rather than failing to format
+    (the paper-scale ordering reference showed 'template: TypeError' before)."""
+    from testbed.experiments.runner import _explained
+
+    [c] = [c for c in O.claims_subs([], [13]) if c.sentence.startswith("the number of subscriptions does not affect 0.901")]
+    d = _explained(O.PAPER, c, {"load_1m_max": 8.0, "load_1m_mean": 6.0, "cpus": 2, "load_runs": 24})
+    assert d["explanation"] is None
+    assert {"mean", "ci_low", "ci_high"} <= set(d["not_measured"])
+    assert not any("template" in m for m in d["not_measured"])
