@@ -69,6 +69,13 @@ def why_text(c: dict[str, Any]) -> str:
     if c.get("explanation"):
         return str(c["explanation"])
     s = NOT_EXPLAINED
+    reason = str(c.get("reason") or "")
+    if c.get("verdict") == INSUFFICIENT and reason.startswith("insufficient:"):
+        # made insufficient by its paper's rule (e.g. no point where both shapes keep up): the rule
+        # and what it found in this reproduction, then whether the cause was measured
+        detail = {k: v for k, v in ((c.get("measured") or {}).get("detail") or {}).items() if k != "what"}
+        found = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in detail.items())
+        s = f"{reason[len('insufficient:'):].strip()}{f' ({found})' if found else ''}; the cause: {NOT_EXPLAINED}"
     if c.get("not_measured"):
         s += f" (its cause was not measured in this reproduction: {', '.join(map(str, c['not_measured']))})"
     if c.get("note"):

@@ -218,3 +218,12 @@ def test_a_figures_further_panels_reach_the_report(tmp_path):
     md, page = report.write_all(tmp_path)
     assert "![Fig 3 (fig3ab)](p/figures/fig3ab.png)" in md.read_text()
     assert page.read_text().count("<img class='figure'") == 2 and "id='p-fig3ab'" in page.read_text()
+
+
+def test_a_claim_made_insufficient_by_its_papers_rule_says_the_rule_and_what_it_found():
+    c = {"verdict": C.INSUFFICIENT, "reason": "insufficient: saturated -- fewer than 2 points where both keep up",
+         "measured": {"detail": {"saturated_points": [10000, 20000]}}, "explanation": None}
+    assert report.why_text(c) == ("saturated -- fewer than 2 points where both keep up (saturated points: "
+                                  f"[10000, 20000]); the cause: {report.NOT_EXPLAINED}")
+    plain = {"verdict": C.INSUFFICIENT, "reason": "within 20% of the paper", "explanation": None}
+    assert report.why_text(plain) == report.NOT_EXPLAINED  # a band's reason is not why it was insufficient
