@@ -16,6 +16,17 @@ SMOKE = ROOT / "topologies" / "gryphon" / "smoke.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(600)]
 
 
+GD_CHECKS = ("exactly_once", "published", "tick_order", "gapless", "complete")
+
+
+def run_topology(tmp_path, name: str, text: str):
+    """Run the topology ``text`` (with its Spark analysis); the run and its checks by name."""
+    topo = tmp_path / f"{name}.yaml"
+    topo.write_text(text)
+    run = api.run(str(topo), runs_dir=str(tmp_path / "runs"))[0]
+    return run, {c["name"]: c for c in json.loads((run.analysis_dir / "checks.json").read_text())["checks"]}
+
+
 def events(run, ev):
     out = []
     for f in (run.path / "logs").glob("*.jsonl"):
@@ -77,11 +88,8 @@ params:
 def test_filters_are_the_pubsub_language_end_to_end(tmp_path):
     """Subscriptions in the pubsub filter language (keyed, range, string prefix) through real brokers:
     each subscriber gets exactly the published messages its filter selects, once."""
-    topo = tmp_path / "filters.yaml"
-    topo.write_text(FILTERED)
-    run = api.run(str(topo), runs_dir=str(tmp_path / "runs"))[0]
-    checks = {c["name"]: c for c in json.loads((run.analysis_dir / "checks.json").read_text())["checks"]}
-    for name in ("exactly_once", "published", "tick_order", "gapless", "complete"):
+    run, checks = run_topology(tmp_path, "filters", FILTERED)
+    for name in GD_CHECKS:
         assert checks[name]["passed"], checks[name]
     assert checks["complete"]["details"]["checked"] == 4  # the [k,eq,v] ones; the others are judged here
     key, logged_t = {}, {}  # (pubend, tick) -> k, wall ns it was logged
@@ -113,11 +121,8 @@ def test_dedicated_subscriber_connections_through_faults(tmp_path):
         "subs: {role: subscriber, count: 2, attach: [s1, s2]}",
         "subs: {role: subscriber, count: 200, attach: [s1, s2], params: {connection: dedicated}}")
     assert "dedicated" in text
-    topo = tmp_path / "dedicated.yaml"
-    topo.write_text(text)
-    run = api.run(str(topo), runs_dir=str(tmp_path / "runs"))[0]
-    checks = {c["name"]: c for c in json.loads((run.analysis_dir / "checks.json").read_text())["checks"]}
-    for name in ("exactly_once", "published", "tick_order", "gapless", "complete"):
+    run, checks = run_topology(tmp_path, "dedicated", text)
+    for name in GD_CHECKS:
         assert checks[name]["passed"], checks[name]
     cfg = {n: json.loads((run.path / "configs" / f"{n}.json").read_text())["connections"] for n in ("s1", "s2", "subs", "p1")}
     assert cfg == {"s1": 100, "s2": 100, "subs": 200, "p1": 0}
