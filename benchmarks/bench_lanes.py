@@ -46,8 +46,11 @@ async def bench(n_lanes: int, n_frames: int) -> dict:
     def on_msg(src, msg):
         got[0] += 1
 
+    def fatal(e: BaseException) -> None:
+        raise e
+
     kw = dict(on_peer_up=lambda p: None, on_peer_down=lambda p: None, on_drop=lambda p, r, n: None,
-              on_fatal=lambda e: (_ for _ in ()).throw(e), secret=SECRET)
+              on_fatal=fatal, secret=SECRET)
     a = Transport(loop, "a", "r", {"b": ("127.0.0.1", port)}, on_message=lambda s, m: None, **kw)
     b = Transport(loop, "b", "r", {"a": ("127.0.0.1", _port())}, on_message=on_msg, connections=n_lanes, **kw)
     await b.listen("127.0.0.1", port)

@@ -420,13 +420,16 @@ class Transport:
     def drop(self, peer: str, reason: str, count: int) -> None:
         self._on_drop(peer, reason, count)  # the runtime counts every drop (egress and transport)
 
+    def _new(self, peer: str, lane: str | None = None) -> Outbound | None:
+        addr = self.peers.get(peer)
+        return None if addr is None else Outbound(self, peer, (addr[0], int(addr[1])), lane)
+
     def outbound(self, peer: str) -> Outbound | None:
         ob = self.out.get(peer)
         if ob is None:
-            addr = self.peers.get(peer)
-            if addr is None:
-                return None
-            ob = self.out[peer] = Outbound(self, peer, (addr[0], int(addr[1])))
+            ob = self._new(peer)
+            if ob is not None:
+                self.out[peer] = ob
         return ob
 
     def connect(self, peer: str) -> None:
@@ -438,10 +441,9 @@ class Transport:
     def lane(self, peer: str, lane: str) -> Outbound | None:
         ob = self.lanes.get((peer, lane))
         if ob is None:
-            addr = self.peers.get(peer)
-            if addr is None:
-                return None
-            ob = self.lanes[(peer, lane)] = Outbound(self, peer, (addr[0], int(addr[1])), lane)
+            ob = self._new(peer, lane)
+            if ob is not None:
+                self.lanes[(peer, lane)] = ob
         return ob
 
     def lane_frame(self, frame: bytes, lane: str) -> LaneFrame:
