@@ -40,8 +40,11 @@ hosts:
 """
 
 
-def topology(tmp_path: Path, name: str, *, duration: str = "14s", rate: int = 3000, b1_host: str = "h1",
-             faults: str = "  - {at: 3s, throttle: b1, cpu: 0.02, for: 7s}", memory: str = "",
+# the throttle starts at 5 s: b1, at its 0.2 core and a loaded suite, logs its cpu lines up to ~2.5 s
+# apart, and throttle_shows needs a whole one between t0 and the throttle (CI-like run, 2026-11-28:
+# lines at -0.22, 0.79, 3.20 s left none before a throttle at 3 s)
+def topology(tmp_path: Path, name: str, *, duration: str = "16s", rate: int = 3000, b1_host: str = "h1",
+             faults: str = "  - {at: 5s, throttle: b1, cpu: 0.02, for: 7s}", memory: str = "",
              h1_runtime: str = "process", size: str = "100B") -> Path:
     """test_capacity_local's topology (b1 with cpu: 0.2, b2, publishers at b1) on two SSH hosts:
     b1 and the publishers on ``b1_host``, b2 and the subscriber on h2."""
