@@ -40,9 +40,7 @@ hosts:
 """
 
 
-# the throttle starts at 5 s: b1, at its 0.2 core and a loaded suite, logs its cpu lines up to ~2.5 s
-# apart, and throttle_shows needs a whole one between t0 and the throttle (CI-like run, 2026-11-28:
-# lines at -0.22, 0.79, 3.20 s left none before a throttle at 3 s)
+# the throttle at 5 s, as test_capacity_local's (why: there)
 def topology(tmp_path: Path, name: str, *, duration: str = "16s", rate: int = 3000, b1_host: str = "h1",
              faults: str = "  - {at: 5s, throttle: b1, cpu: 0.02, for: 7s}", memory: str = "",
              h1_runtime: str = "process", size: str = "100B") -> Path:
