@@ -84,3 +84,27 @@ def test_messages_per_move_over_time():
     assert mt["msgs_mean"].tolist() == [212.0, 24.0, 30.0]
     assert mt["lat_mean_ms"].tolist() == [30.0, 20.0, 30.0]
     assert M.msgs_over_time(df[df["outcome"] == "x"], 1.0).empty
+
+
+def test_run_summary_script_counts_committed_moves_after_the_warmup(run):
+    """scripts/mobility_run_summary.py: only committed moves begun at or after the warm-up count;
+    their latency and messages, and the window's busiest broker, come out on one line."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "mobility_run_summary", Path(__file__).resolve().parents[3] / "scripts" / "mobility_run_summary.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    moves = []
+    for i, (begin_s, outcome, dur, msgs) in enumerate([(0.5, "commit", 900, 50),  # in the warm-up
+                                                         (1.5, "commit", 100, 20), (2.5, "commit", 300, 40),
+                                                         (3.0, "abort", 5000, 99)]):
+        t = T0 + int(begin_s * 1e9)
+        moves += [{"t": t, "ev": "move_begin", "mid": f"m{i}"},
+                  {"t": t + 1, "ev": "move_traffic", "mid": f"m{i}", "msgs": msgs},
+                  {"t": t + 2, "ev": "move_end", "mid": f"m{i}", "outcome": outcome, "dur_ms": dur}]
+    _write(run, "c1", moves)
+    line = mod.summarize(str(run), 1.0)
+    assert "2 counted moves, mean 200 ms" in line and "30.0 msgs/move" in line, line
+    assert "'commit': 3, 'abort': 1" in line and "busiest broker b1 busy 0.67" in line, line  # (0.2+0.9+0.9)/3
