@@ -427,6 +427,7 @@ def analyze(ctx) -> None:
             "incremental": ctx.wants(12), "brokers": ctx.wants(13), "wide": ctx.wants(14)}
     runs = _read(ctx, [g for g, w in need.items() if w])
     data: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    read: dict[tuple, tuple] = {}  # _mechanism's logs, read once per (grid, point)
 
     mix = _rows(runs, "mix", scale)
     data["mix"] = mix.rows
@@ -441,7 +442,7 @@ def analyze(ctx) -> None:
             F.latency_over_time(ctx.figure_path(8), f"Fig 8: movement latency over time ({scale}, seed 0)", panels,
                                 mix.rows[0]["warmup_s"])
             _mechanism(ctx, 8, runs, "mix", None, f"Fig 8's mechanism: broker queues, CPU and messages per move "
-                       f"over time ({scale}, seed 0)")
+                       f"over time ({scale}, seed 0)", read)
         ctx.add(*claims_8(mix))
         ctx.measure(8, **evidence(mix))
     if ctx.wants(9):
@@ -454,7 +455,7 @@ def analyze(ctx) -> None:
         # the four workloads share each run (mix.j2), so the queues beside Fig 9 are Fig 8's runs': per
         # workload they cannot be separated, and the title says so
         _mechanism(ctx, 9, runs, "mix", None, f"Fig 9's mechanism: broker queues, CPU and messages per move over "
-                   f"time ({scale}, seed 0; Fig 8's runs, the four workloads in each)")
+                   f"time ({scale}, seed 0; Fig 8's runs, the four workloads in each)", read)
         ctx.add(*claims_9(mix))
         ctx.measure(9, **evidence(mix))
     if ctx.wants(10):
@@ -467,7 +468,7 @@ def analyze(ctx) -> None:
                                _series(cl, "lat_mean_ms"), _series(cl, "msgs_per_move"), _series(cl, "commits"))
         _mechanism(ctx, 10, runs, "clients", {"clients": CLIENTS[scale][-1]},
                    f"Fig 10's mechanism at {CLIENTS[scale][-1]} clients: broker queues, CPU and messages per move "
-                   f"over time ({scale}, seed 0)")
+                   f"over time ({scale}, seed 0)", read)
         ctx.add(*claims_10(cl))
         ctx.measure(10, **evidence(cl))
     if ctx.wants(11):
@@ -514,7 +515,7 @@ def analyze(ctx) -> None:
                                "workload (subscriptions its root covers)", by_w("lat_mean_ms"), by_w("msgs_per_move"),
                                by_w("commits"), xticks=XTICKS)
         _mechanism(ctx, 14, runs, "wide", None, f"Fig 14's mechanism: broker queues, CPU and messages per move "
-                   f"over time, wide area ({scale}, seed 0)")
+                   f"over time, wide area ({scale}, seed 0)", read)
         ctx.add(*claims_14(wide, mix))
         ctx.measure(14, **evidence(wide, mix))
     for name, rows in data.items():
@@ -529,20 +530,26 @@ def analyze(ctx) -> None:
     _checks(ctx)
 
 
-def _mechanism(ctx, fig: int, runs, grid: str, point: dict[str, Any] | None, title: str) -> None:
+def _mechanism(ctx, fig: int, runs, grid: str, point: dict[str, Any] | None, title: str,
+               read: dict[tuple, tuple]) -> None:
     """The congestion beside a figure (``figures.congestion_over_time``, ``fig<N>c.png``): seed 0's
-    run of each protocol at ``point`` of ``grid``."""
+    run of each protocol at ``point`` of ``grid``. ``read``: the logs earlier calls read, by (grid,
+    point), so figures drawn from the same runs (8 and 9) read them once."""
     from testbed.protocols.mobility.analysis import figures as F
     from testbed.protocols.mobility.analysis import measure as M
 
-    panels, warm, join = {}, 0.0, 0.0
-    for m in MOVEMENTS:
-        sel = [(e, df, plan) for g, e, df, plan in runs if g == grid and e.repeat == 0
-               and e.point.get("movement") == m and all(e.point.get(k) == v for k, v in (point or {}).items())]
-        if sel:
-            e, df, plan = sel[0]
-            warm, join = warmup_s(plan, ctx.scale), join_s(plan)
-            panels[m] = (M.congestion(e.run, _brokers(plan)), M.msgs_over_time(df, 1.0))
+    key = (grid, tuple(sorted((point or {}).items())))
+    if key not in read:
+        panels, warm, join = {}, 0.0, 0.0
+        for m in MOVEMENTS:
+            sel = [(e, df, plan) for g, e, df, plan in runs if g == grid and e.repeat == 0 and
+                   e.point.get("movement") == m and all(e.point.get(k) == v for k, v in (point or {}).items())]
+            if sel:
+                e, df, plan = sel[0]
+                warm, join = warmup_s(plan, ctx.scale), join_s(plan)
+                panels[m] = (M.congestion(e.run, _brokers(plan)), M.msgs_over_time(df, 1.0))
+        read[key] = (panels, warm, join)
+    panels, warm, join = read[key]
     if panels:
         F.congestion_over_time(ctx.figure_path(fig, "c"), title, panels, warm, join)
 
