@@ -206,12 +206,15 @@ def test_oom_kill_on_a_host_is_a_crash_in_the_timeline(env, tmp_path, runtime):
     container of h1's engine) stalled under load holds every message until the kernel's OOM killer
     ends it; the count comes back with the logs and the run records a crash of b1."""
     lab = env
-    (rd,) = api.run(str(topology(tmp_path, "oom", rate=4000, memory="48M", h1_runtime=runtime, size=OOM_SIZE,
-                                 faults="  - {at: 1s, stall: b1, for: 10s}")),
+    # a 20 s stall: under the whole suite's load the publishers on h1 may be starved, so b1 can take
+    # longer than 10 s to pass 48M (fresh-clone run, 2026-11-28, load 11: the docker case's b1 was
+    # not killed within a 10 s stall); the kill must still fall inside the stall
+    (rd,) = api.run(str(topology(tmp_path, "oom", duration="24s", rate=4000, memory="48M", h1_runtime=runtime,
+                                 size=OOM_SIZE, faults="  - {at: 1s, stall: b1, for: 20s}")),
                     set_vars=set_vars(lab), provider="ansible", runs_dir=str(tmp_path / "runs"), analyze=False)
     m = rd.manifest
     assert m["cgroup_stats"]["b1"]["oom_kill"] >= 1, m.get("cgroup_stats")
     oom = [e for e in m["timeline"] if e.get("oom")]
     assert [(e["op"], e["target"], e["status"]) for e in oom] == [("crash", ["b1"], "done")], m["timeline"]
-    assert 1.0 <= oom[0]["actual_s"] <= 12.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]
+    assert 1.0 <= oom[0]["actual_s"] <= 22.0 and "OOM kill under the memory limit 48M" in oom[0]["source"]
     assert lab.containers_on("h1") == [] and host_cgroups(lab, "h1") == []
