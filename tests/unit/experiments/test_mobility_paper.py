@@ -289,3 +289,64 @@ def test_the_warm_up_is_the_join_window_when_clients_join_during_the_run():
     assert P.warmup_s(plan(0.0), "quick") == 3.0  # pre-joined clients: the first-move window, as before
     assert P.warmup_s(plan(0.0), "paper") == 30.0 and P.warmup_s(plan(45.0), "paper") == 45.0
     assert P.join_s(plan(4.0)) == 4.0 and P.join_s({}) == 0.0
+
+
+# ------------------------------------------------------------------------------ Fig 9: one run per workload
+def _workload_runs(lat: dict[str, dict[str, float]], msgs: dict[str, float] | None = None,
+                   commits: dict[str, dict[str, int]] | None = None, seeds: int = 3) -> Rows:
+    """The workload grid's rows: one run per (movement, workload, seed), each run's counted moves all
+    of its workload (its ``by_workload`` has that one key, as ``measure.summary`` gives)."""
+    rows = []
+    for r in range(seeds):
+        for m in MOVEMENTS:
+            for w in WORKLOADS:
+                s = _stats(lat[m][w] + r, (msgs or {}).get(w, 24.0) if m == "covering" else 24.0,
+                           ((commits or {}).get(m) or {}).get(w, 100))
+                rows.append({"movement": m, "repeat": r, "workload": w, "run": f"/runs/{m}-{w}-{r}", **s,
+                             "by_workload": {w: dict(s)}, "group_size": {w: 40}})
+    return Rows(rows, "workload")
+
+
+PAPER_9 = {"reconfiguration": {w: 20.0 for w in WORKLOADS},
+           "covering": {"distinct": 300.0, "chained": 400.0, "tree": 900.0, "covered": 3000.0}}
+
+
+def test_fig9_reads_each_workload_from_its_own_run():
+    wl = _workload_runs(PAPER_9, msgs={"covered": 40.0, "tree": 60.0},
+                        commits={"covering": {"distinct": 100, "tree": 60, "covered": 40}})
+    merged = P.per_workload(wl)
+    assert len(merged.rows) == 6 and merged.seeds == [0, 1, 2]  # (movement, seed), the workloads merged
+    row = merged.by[("covering", None, 1)]
+    assert set(row["by_workload"]) == set(WORKLOADS) and row["by_workload"]["covered"]["lat_mean_ms"] == 3001.0
+    assert row["runs"]["tree"] == "/runs/covering-tree-1"  # where each workload's numbers come from
+    v = _verdicts(P.claims_9(merged))
+    judged = {s: x for s, x in v.items() if x not in ("info", "by construction")}
+    assert judged and set(judged.values()) == {"pass"}, v
+    ev = P.evidence_9(wl, merged)
+    assert ev["covered_group"] == 40 and ev["cov_by_workload"].startswith("distinct 301, chained 401")
+    assert ev["reconf_ms"] == pytest.approx(21.0) and ev["commit_ratio_by_workload"].startswith("distinct 1.00")
+
+
+def test_fig9_from_per_workload_runs_fails_when_covering_is_flat_over_the_workloads():
+    flat = {m: {w: 20.0 for w in WORKLOADS} for m in MOVEMENTS}
+    v = _verdicts(P.claims_9(P.per_workload(_workload_runs(flat))))
+    assert v["covering: latency rises with covering, worst for covered"] == "fail"
+    assert v["covering almost two orders of magnitude worse in the worst case"] == "fail"
+    assert v["covering performs fewer movements with the tree and covered workloads"] == "fail"
+
+
+def test_fig9_with_a_workload_missing_has_no_pass_for_its_comparisons():
+    wl = _workload_runs(PAPER_9)
+    only = Rows([r for r in wl.rows if r["workload"] != "covered"], "workload")
+    v = _verdicts(P.claims_9(P.per_workload(only)))
+    assert v["covering: latency rises with covering, worst for covered"] != "pass"
+    assert v["covering: covered has fewer messages per movement than tree but a longer latency"] != "pass"
+
+
+def test_fig9_is_drawn_from_the_workload_grid_and_fig8_from_the_mixed_runs():
+    paper = P.PAPER
+    assert paper.figure(9).grids == ("workload",) and paper.figure(8).grids == ("mix",)
+    g = paper.grid("workload")
+    assert g.topology == "fig09-{scale}.yaml" and g.repeats_at("quick") == g.repeats_at("paper") == 3
+    assert sorted((p["movement"], p["workload"]) for p in g.points["paper"]) == sorted(
+        (m, w) for m in MOVEMENTS for w in WORKLOADS)
