@@ -518,12 +518,25 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
     assert set(G.EXPLAINED) <= ids
     c = G.claims_45(_rows45(rem_be=(5.0, 5.0)), [5])[0]
     assert c.verdict == C.FAIL and c.sentence.startswith("remote latency rises")
-    d = _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, "load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2,
-                                    "load_runs": 12}})
-    assert "7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
+    top = G.top_point(_rows45(rem_be=(5.0, 5.0)))
+    assert top["top_subscribers"] == 16000 and top["gd_top_remote_ms"] == "105.0, 105.1, 105.2"
+    assert top["be_top_remote_ms"] == "5.0, 5.1, 5.2" and top["gd_top_shb_cpu"] == "12, 12, 12"
+    load = {"load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2, "load_runs": 12}
+    d = _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, **top, **load}})
+    assert "was 7900 deliveries/s" in d["explanation"] and "6.5 on 2 cores" in d["explanation"]
+    assert "largest point (16000 subscribers" in d["explanation"] and "quick" not in d["explanation"]
+    assert "105.0, 105.1, 105.2 ms (GD) and 5.0, 5.1, 5.2 ms (best-effort)" in d["explanation"]
     assert "CPU points" not in d["explanation"]  # a latency claim: the load is cited, not a CPU unit
-    assert _explained(G.PAPER, c, {5: {"load_1m_max": 6.5, "load_1m_mean": 4.0, "cpus": 2, "load_runs": 12}}
-                      )["not_measured"] == ["fanout_msgs_s"]
+    assert _explained(G.PAPER, c, {5: {**top, **load}})["not_measured"] == ["fanout_msgs_s"]
+    assert _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, **load}})["explanation"] is None  # no top point
+    # the two shape claims of Fig 5, failing on a GD gap that grows: explained with the top point's numbers
+    grow = {c.sentence: c for c in G.claims_45(_rows45(gap_remote=(100.0, 400.0)), [5])}
+    for s in ("the difference between GD and best-effort remains approximately constant with increasing number "
+              "of subscribers", "this constant difference is observed in both the local and the remote latencies"):
+        assert grow[s].verdict == C.FAIL, grow[s]
+        top = G.top_point(_rows45(gap_remote=(100.0, 400.0)))
+        d = _explained(G.PAPER, grow[s], {5: {**top, **load}})
+        assert d["explanation"] and "430.0, 430.1, 430.2 ms" in d["explanation"], d
     saw = next(c for c in G.claims_6([_m6(sawtooth_slope=v) for v in (-0.50, -0.49, -0.48)])
                if c.sentence.startswith("the latency graph"))
     assert saw.verdict == C.FAIL
