@@ -773,7 +773,7 @@ EXPLAINED = dict([
        "the worst workload's covering / reconfiguration latency was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] "
        "(n={n}): " + _COST, _COSTC),
     _x(9, "covering performs fewer movements with the tree and covered workloads",
-       "covering's commits per workload group / the same group's reconfiguration commits were "
+       "covering's commits per workload / the same workload's reconfiguration commits were "
        "{commit_ratio_by_workload}: covering's moves took {cov_ms:.0f} ms against the {pause_s:g} s pause between "
        "a client's moves, so every workload's run fits about as many moves under both protocols",
        ("commit_ratio_by_workload", "cov_ms", "pause_s")),
