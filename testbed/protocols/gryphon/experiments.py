@@ -466,8 +466,6 @@ def _points45(scale: str) -> list[dict[str, Any]]:
     return [{"subscribers": n, "mode": m} for n in SUBSCRIBERS[scale] for m in MODES]
 
 
-# Why a claim does not hold here, rendered with this reproduction's numbers (grid.Explanation):
-# the CPU claims cite the load the runs recorded; an uncited cause shows as "not explained".
 def top_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Figs 4-5's evidence at the sweep's largest subscriber count, per mode and seed (in seed
     order, as text): the remote and local median latency and the SHB's CPU (% of one core)."""
@@ -484,6 +482,8 @@ def top_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# Why a claim does not hold here, rendered with this reproduction's numbers (grid.Explanation):
+# the CPU claims cite the load the runs recorded; an uncited cause shows as "not explained".
 _LOADED = ("the machine's 1-minute load average reached {load_1m_max:.1f} on {cpus} cores during these {load_runs} "
            "runs (mean {load_1m_mean:.1f})")
 _LOAD = _LOADED + ", and the claim judges CPU points of one core"

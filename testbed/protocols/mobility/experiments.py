@@ -171,21 +171,22 @@ def per_workload(runs: Rows) -> Rows:
     """Fig 9's rows from one run per workload (grid ``workload``, ``x`` = the workload): one row per
     (movement, repeat) whose ``by_workload`` holds each workload's numbers from that workload's own
     run (the paper's set-up: all clients of a run hold the same workload), so ``claims_9`` judges
-    runs that differ only in the workload. A workload with no run is absent (its claims: no data)."""
+    runs that differ only in the workload. Every move of such a run is of its workload, so its
+    whole-run numbers (``measure.summary``: the counted moves' stats and the run's commits) are the
+    workload's. A workload with no run is absent (its claims: no data)."""
     merged: dict[tuple[str, int], dict[str, Any]] = {}
     for r in runs.rows:
         w = r.get(runs.x) if runs.x else None
         if w not in COVERED:
             continue
-        row = merged.setdefault((r["movement"], r["repeat"]), {"movement": r["movement"], "repeat": r["repeat"],
-                                                               "by_workload": {}, "runs": {}})
-        own = (r.get("by_workload") or {}).get(w)
-        if own is None:  # the run's counted moves are all of its workload: its whole-run numbers
-            own = {k: r[k] for k in ("moves", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms", "lat_std_ms", "msgs_per_move",
-                                     "msgs_total", "msgs_max", "movers", "path_len", "commits") if k in r}
-        row["by_workload"][w] = own
-        row["runs"][w] = r.get("run")
+        row = merged.setdefault((r["movement"], r["repeat"]),
+                                {"movement": r["movement"], "repeat": r["repeat"], "by_workload": {}})
+        row["by_workload"][w] = {k: r[k] for k in _RUN_NUMBERS if k in r}
     return Rows([merged[k] for k in sorted(merged)])
+
+
+_RUN_NUMBERS = ("moves", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms", "lat_std_ms", "msgs_per_move", "msgs_total",
+                "msgs_max", "movers", "path_len", "commits")
 
 
 # ------------------------------------------------------------------------------ claims (pure)
@@ -711,19 +712,16 @@ def evidence(rows: Rows, local: Rows | None = None) -> dict[str, Any]:
 
 
 _BY_WORKLOAD = ("cov_by_workload", "cov_msgs_by_workload", "commit_ratio_by_workload", "covered_msgs_max",
-                "covered_group", "covered_msgs", "tree_msgs")
+                "covered_msgs", "tree_msgs")
 
 
 def evidence_9(runs: Rows, merged: Rows) -> dict[str, Any]:
-    """Fig 9's evidence: the per-workload runs' own numbers (latency, messages, queues, over every
-    workload's run) and the per-workload ones from ``per_workload``'s rows."""
-    ev = evidence(runs)
+    """Fig 9's evidence: ``evidence`` of the per-workload runs (latency, messages, queues over every
+    workload's run; the covered run's clients), with the per-workload numbers taken from
+    ``per_workload``'s rows, where each workload's covering and reconfiguration runs of one seed
+    are paired (the commit ratios)."""
     by = evidence(merged)
-    ev.update({k: by.get(k) for k in _BY_WORKLOAD})
-    cov = [r for r in runs.rows if r["movement"] == "covering" and r.get(runs.x) == "covered"]
-    sizes = [(r.get("group_size") or {}).get("covered") for r in cov]
-    ev["covered_group"] = max((x for x in sizes if x), default=None)
-    return ev
+    return {**evidence(runs), **{k: by.get(k) for k in _BY_WORKLOAD}}
 
 
 # Why a claim does not hold here, rendered with this reproduction's numbers (grid.Explanation):
