@@ -468,7 +468,9 @@ def _points45(scale: str) -> list[dict[str, Any]]:
 
 def top_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Figs 4-5's evidence at the sweep's largest subscriber count, per mode and seed (in seed
-    order, as text): the remote and local median latency and the SHB's CPU (% of one core)."""
+    order, as text): the remote and local median latency, the SHB's CPU (% of one core) over the
+    workload and in its busiest 5 s, and the remote latency's slow seconds and per-second peak
+    (``measure.slow_seconds``)."""
     if not rows:
         return {}
     top = max(r["subscribers"] for r in rows)
@@ -476,7 +478,8 @@ def top_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for mode, p in (("gd", "gd"), ("best-effort", "be")):
         rs = sorted((r for r in rows if r["subscribers"] == top and r["mode"] == mode), key=lambda r: r["repeat"])
         for key, name, nd in (("remote_median_ms", "remote_ms", 1), ("local_median_ms", "local_ms", 1),
-                              ("cpu_s1", "shb_cpu", 0)):
+                              ("cpu_s1", "shb_cpu", 0), ("cpu_s1_peak", "shb_peak", 0),
+                              ("remote_slow_s", "slow_s", 0), ("remote_peak_ms", "peak_ms", 0)):
             v = [r.get(key) for r in rs if r.get(key) is not None and not math.isnan(float(r.get(key)))]
             out[f"{p}_top_{name}"] = ", ".join(f"{float(x):.{nd}f}" for x in v) if v else None
     return out
@@ -487,6 +490,12 @@ def top_point(rows: list[dict[str, Any]]) -> dict[str, Any]:
 _LOADED = ("the machine's 1-minute load average reached {load_1m_max:.1f} on {cpus} cores during these {load_runs} "
            "runs (mean {load_1m_mean:.1f})")
 _LOAD = _LOADED + ", and the claim judges CPU points of one core"
+# Fig 5's latency failures at the largest point: how long the SHB's backlog held the remote latency
+# up and how busy the SHB was meanwhile, per GD seed (measure.slow_seconds, measure.peak_share)
+_BACKLOG = ("; per GD seed, the remote median stayed above twice the run's usual second for {gd_top_slow_s} s of "
+            "the workload (per-second peaks {gd_top_peak_ms} ms) and the SHB's busiest 5 s took {gd_top_shb_peak} % "
+            "of one core")
+_BACKLOG_KEYS = ("gd_top_slow_s", "gd_top_peak_ms", "gd_top_shb_peak")
 EXPLAINED = {
     C.claim_id(6, "the latency graph has a saw-tooth form"): Explanation(
         "the latency of the pubends s1 nacked fell at {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] s/s (n={n}) over the "
@@ -507,22 +516,24 @@ EXPLAINED = {
         "the sweep's largest point ({top_subscribers} subscribers; the paper's largest: 16,000) was "
         "{fanout_msgs_s:.0f} deliveries/s; there the remote median latency per seed was {gd_top_remote_ms} ms (GD) "
         "and {be_top_remote_ms} ms (best-effort), with the SHB at {gd_top_shb_cpu} and {be_top_shb_cpu} % of one "
-        "core; " + _LOADED, ("worst", "fanout_msgs_s", "top_subscribers", "gd_top_remote_ms", "be_top_remote_ms",
-                              "gd_top_shb_cpu", "be_top_shb_cpu", "load_1m_max", "cpus")),
+        "core" + _BACKLOG + "; " + _LOADED,
+        ("worst", "fanout_msgs_s", "top_subscribers", "gd_top_remote_ms", "be_top_remote_ms", "gd_top_shb_cpu",
+         "be_top_shb_cpu", *_BACKLOG_KEYS, "load_1m_max", "cpus")),
     C.claim_id(5, "the difference between GD and best-effort remains approximately constant with increasing "
                   "number of subscribers"): Explanation(
         "the GD - best-effort remote latency's range over the sweep was {mean:.1f} ± {spread:.1f} ms (n={n}); at "
         "the largest point ({top_subscribers} subscribers) the remote median latency per seed was "
         "{gd_top_remote_ms} ms (GD) against {be_top_remote_ms} ms (best-effort), with the SHB at {gd_top_shb_cpu} "
-        "and {be_top_shb_cpu} % of one core; " + _LOADED,
+        "and {be_top_shb_cpu} % of one core" + _BACKLOG + "; " + _LOADED,
         ("top_subscribers", "gd_top_remote_ms", "be_top_remote_ms", "gd_top_shb_cpu", "be_top_shb_cpu",
-         "load_1m_max", "cpus")),
+         *_BACKLOG_KEYS, "load_1m_max", "cpus")),
     C.claim_id(5, "this constant difference is observed in both the local and the remote latencies"): Explanation(
         "the local and remote GD - best-effort differences parted by up to {mean:.1f} ± {spread:.1f} ms (n={n}); "
         "at the largest point ({top_subscribers} subscribers) the local median latency per seed was "
         "{gd_top_local_ms} ms (GD) and the remote {gd_top_remote_ms} ms, with the SHB at {gd_top_shb_cpu} % of "
-        "one core; " + _LOADED,
-        ("top_subscribers", "gd_top_local_ms", "gd_top_remote_ms", "gd_top_shb_cpu", "load_1m_max", "cpus")),
+        "one core" + _BACKLOG + "; " + _LOADED,
+        ("top_subscribers", "gd_top_local_ms", "gd_top_remote_ms", "gd_top_shb_cpu", *_BACKLOG_KEYS,
+         "load_1m_max", "cpus")),
     C.claim_id(4, "SHB: GD - best-effort under 4%"): Explanation(
         "the largest SHB overhead of the sweep was {mean:.2f} [{ci_low:.2f}, {ci_high:.2f}] points (n={n}) against "
         "the band [0, 4]; " + _LOAD, ("load_1m_max", "cpus")),

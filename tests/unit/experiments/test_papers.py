@@ -320,7 +320,9 @@ def _rows45(gap_remote=(100.0, 100.0), gap_local=(100.0, 100.0), rem_be=(5.0, 30
                              "cpu_s1": (cpu_s1[0] if gd else cpu_s1[1]) + n / 10000 + 0.1 * r,
                              "cpu_p1": (cpu_p1[0] if gd else cpu_p1[1]) + 0.1 * r,
                              "local_median_ms": 2.0 + (gap_local[i] if gd else 0.0),
-                             "remote_median_ms": rem_be[i] + r * 0.1 + (gap_remote[i] if gd else 0.0)})
+                             "remote_median_ms": rem_be[i] + r * 0.1 + (gap_remote[i] if gd else 0.0),
+                             "cpu_s1_peak": 20.0 + n / 1000 + r, "remote_slow_s": r * (n // 4000),
+                             "remote_peak_ms": 200.0 + 100 * r if gd else 10.0})
     return rows
 
 
@@ -527,6 +529,13 @@ def test_gryphon_explanations_attach_to_claims_it_makes_and_cite_measured_causes
     assert "largest point (16000 subscribers" in d["explanation"] and "quick" not in d["explanation"]
     assert "105.0, 105.1, 105.2 ms (GD) and 5.0, 5.1, 5.2 ms (best-effort)" in d["explanation"]
     assert "CPU points" not in d["explanation"]  # a latency claim: the load is cited, not a CPU unit
+    # the backlog at the top point, per GD seed: slow seconds, per-second peaks, the SHB's busiest 5 s
+    assert top["gd_top_slow_s"] == "0, 4, 8" and top["gd_top_peak_ms"] == "200, 300, 400"
+    assert top["gd_top_shb_peak"] == "36, 37, 38"
+    assert ("above twice the run's usual second for 0, 4, 8 s of the workload (per-second peaks 200, 300, 400 ms) "
+            "and the SHB's busiest 5 s took 36, 37, 38 % of one core") in d["explanation"]
+    nob = {k: v for k, v in top.items() if k != "gd_top_slow_s"}
+    assert _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, **nob, **load}})["not_measured"] == ["gd_top_slow_s"]
     assert _explained(G.PAPER, c, {5: {**top, **load}})["not_measured"] == ["fanout_msgs_s"]
     assert _explained(G.PAPER, c, {5: {"fanout_msgs_s": 7900.0, **load}})["explanation"] is None  # no top point
     # the two shape claims of Fig 5, failing on a GD gap that grows: explained with the top point's numbers

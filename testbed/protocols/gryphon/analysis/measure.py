@@ -101,8 +101,46 @@ def aggregate_checks(run_checks: list[tuple[str, dict]]) -> list[dict[str, Any]]
 
 
 # ------------------------------------------------------------------------------ Figs 4-5
+# A second of the workload is "slow" at the SHB when the median latency of the messages published
+# in it is above SLOW_FACTOR x the run's usual second (the 10th percentile of its per-second
+# medians): how long a backlog held the remote latency up, whatever the run's level.
+SLOW_FACTOR = 2.0
+PEAK_WINDOW_S = 5.0  # the SHB's busiest stretch: its CPU share over its busiest 5 s window
+
+
+def slow_seconds(per_second_ms: Sequence[float]) -> tuple[int, float]:
+    """(the seconds whose median latency is above SLOW_FACTOR x the run's usual second, the
+    highest per-second median) of a run's per-second median latencies (ms)."""
+    v = sorted(float(x) for x in per_second_ms if x is not None and not math.isnan(float(x)))
+    if not v:
+        return 0, math.nan
+    usual = v[int(0.1 * (len(v) - 1))]
+    return sum(1 for x in v if x > SLOW_FACTOR * usual), v[-1]
+
+
+def peak_share(samples: Sequence[tuple[float, float]], window_s: float = PEAK_WINDOW_S) -> float:
+    """% of one core a process used in its busiest window of ``window_s`` seconds, from its
+    cumulative CPU samples ``(t_s, cpu_s)`` (windows from its first sample; a window needs two
+    samples); NaN with fewer."""
+    xs = sorted(samples)
+    if len(xs) < 2:
+        return math.nan
+    best, start = math.nan, xs[0][0]
+    while start < xs[-1][0]:
+        w = [x for x in xs if start <= x[0] < start + window_s]
+        if len(w) >= 2 and w[-1][0] > w[0][0]:
+            share = 100.0 * (w[-1][1] - w[0][1]) / (w[-1][0] - w[0][0])
+            best = share if math.isnan(best) else max(best, share)
+        start += window_s
+    return best
+
+
 def measure_45(rd: RunData, settle: float = 1.0) -> dict[str, Any]:
-    """CPU % of p1 (PHB) and s1 (SHB); median latency local (at p1) and remote (at s1); SHB fan-out."""
+    """CPU % of p1 (PHB) and s1 (SHB); median latency local (at p1) and remote (at s1); SHB fan-out;
+    the SHB's busiest 5 s (``cpu_s1_peak``) and the remote latency's slow seconds
+    (``remote_slow_s``, ``remote_peak_ms``: :func:`slow_seconds`)."""
+    from pyspark.sql import functions as F
+
     from testbed.protocols.gryphon.analysis.transforms import cpu_utilization, latencies, latency_summary
 
     cpu = {r["node"]: r["cpu_pct"] for r in cpu_utilization(rd.df("cpu"), settle, rd.end_s).collect()
@@ -115,8 +153,15 @@ def measure_45(rd: RunData, settle: float = 1.0) -> dict[str, Any]:
         med[kind] = r["median_ms"]
         if r["broker"] == "s1":
             fan = r["n"] / max(1e-9, rd.end_s - settle)
+    per_s = [r["m"] for r in lat.where(F.col("broker") == "s1").groupBy(F.floor("pub_s").alias("s"))
+             .agg(F.percentile_approx("lat_ms", 0.5, 1000).alias("m")).collect()]
+    slow, peak = slow_seconds(per_s)
+    c = (rd.df("cpu").where((F.col("node") == "s1") & (F.col("t_rel_s") >= settle) & (F.col("t_rel_s") <= rd.end_s))
+         .select("t_rel_s", (F.col("user_s") + F.col("sys_s")).alias("c")).collect())
     return {"cpu_p1": cpu.get("p1"), "cpu_s1": cpu.get("s1"), "local_median_ms": med.get("local"),
-            "remote_median_ms": med.get("remote"), "fanout_msgs_s": fan, "lanes_at_t0": lanes_at_t0(rd)}
+            "remote_median_ms": med.get("remote"), "fanout_msgs_s": fan, "lanes_at_t0": lanes_at_t0(rd),
+            "cpu_s1_peak": peak_share([(float(r["t_rel_s"]), float(r["c"])) for r in c]),
+            "remote_slow_s": slow if per_s else None, "remote_peak_ms": peak}
 
 
 def lanes_at_t0(rd: RunData, node: str = "s1") -> int | None:
