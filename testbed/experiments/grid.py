@@ -49,7 +49,7 @@ class Grid:
     ``ctx.jobs`` allows), so the scheduler counts them against the CPU budget and the runs at a
     time (0: it makes none).
     ``alone``: the grid's runs measure CPU or throughput and must have the machine to themselves
-    (None: the paper's :attr:`Paper.alone`). ``cpu``: the cores one of its runs keeps busy, declared
+    (None: the paper's :attr:`Paper.alone`; a dict: per scale, a scale not in it the paper's). ``cpu``: the cores one of its runs keeps busy, declared
     (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
     once it has them (docs/experiments.md, "How runs are scheduled").
     """
@@ -63,7 +63,7 @@ class Grid:
     compute: Callable[[Any, Any], dict[str, Any]] | None = None
     pass_scale: bool = True  # add ``scale=<scale>`` to the --set values
     makes_runs: int = 0
-    alone: bool | None = None
+    alone: bool | dict[str, bool] | None = None
     cpu: dict[str, float] | None = None  # per scale
 
     def topology_name(self, scale: str) -> str:
@@ -168,10 +168,13 @@ class Paper:
     def parallel_at(self, scale: str) -> int:
         return max(1, int(self.parallel.get(scale, 1)))
 
-    def alone_for(self, grid: Grid) -> bool:
-        """Whether the grid's runs must run with nothing else (a pure computed entry never is)."""
+    def alone_for(self, grid: Grid, scale: str | None = None) -> bool:
+        """Whether the grid's runs must run with nothing else at ``scale`` (a pure computed entry
+        never is; a grid's per-scale ``alone`` without ``scale`` or without that scale: the paper's)."""
         if grid.compute is not None and not grid.makes_runs:
             return False
+        if isinstance(grid.alone, dict):
+            return bool(grid.alone.get(scale, self.alone)) if scale is not None else self.alone
         return self.alone if grid.alone is None else grid.alone
 
     def cpu_for(self, grid: Grid, scale: str) -> float:

@@ -612,7 +612,7 @@ class PaperWork:
         out = []
         for k, i in enumerate(self.todo):
             w = self.work[i][0]
-            alone = self.paper.alone_for(w.grid)
+            alone = self.paper.alone_for(w.grid, self.scale)
             entry: dict[str, Any] = {}
             out.append(item := Item(
                 name=f"{self.paper.name}:{entry_name(Entry(w.grid.name, self.work[i][1], self.work[i][2], w.key))}",

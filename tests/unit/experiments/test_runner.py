@@ -178,3 +178,30 @@ def test_a_grids_items_cost_what_its_runs_measured(tmp_path):
     assert [i.cpu for i in items[1:]] == [pytest.approx(0.2 + R.CONTROLLER_CPU)] * 5
     entry = json.loads((tmp_path / "out" / "c" / "index-quick.json").read_text())[w.key]
     assert entry["cpu_cores"] == 0.2  # kept for the next reproduction
+
+
+def test_a_grid_alone_at_one_scale_only_makes_its_runs_alone_there(tmp_path):
+    """Grid.alone per scale (mobility's Fig 10 at paper scale: 600-1000 clients saturate the machine
+    side by side): the runs of that scale are alone items, the other scale's share the machine."""
+    from testbed.experiments import runner as R
+
+    def items(scale):
+        paper = Paper(name="c", title="paper c", topology_dir=TINY, analyze=lambda ctx: None,
+                      figures=(Figure(1, "f", ("g",), "stated"),),
+                      grids=(Grid("g", "tiny.yaml", points={s: [{"rate": 10}] for s in ("quick", "paper")},
+                                  alone={"paper": True}),))
+        assert paper.alone_for(paper.grids[0], scale) is (scale == "paper")
+        assert paper.alone_for(paper.grids[0]) is False  # no scale: the paper's
+        shared = R.Shared(None, R.Tally())
+        shared.running_runs = lambda group: 0
+        pw = R.PaperWork(paper, scale, None, tmp_path / scale, runs_dir=str(tmp_path / "runs"), provider=None,
+                         progress=lambda s: None, points=None, on_step=None, shared=shared, jobs=3)
+        return [i for i in pw.items() if i.kind == "run"]
+
+    assert {i.alone for i in items("paper")} == {True}
+    assert {i.alone for i in items("quick")} == {False}
+    from testbed.protocols.mobility.experiments import PAPER
+
+    clients = PAPER.grid("clients")
+    assert PAPER.alone_for(clients, "paper") and not PAPER.alone_for(clients, "quick")
+    assert not any(PAPER.alone_for(g, "paper") for g in PAPER.grids if g.name != "clients")
