@@ -14,6 +14,7 @@ import platform
 import subprocess
 import sys
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -267,12 +268,29 @@ def load_average() -> list[float] | None:
     return load_now()
 
 
+# The fault-schedule runners of the runs this process is making (each in its run's thread), so that an
+# interrupt that stops those runs also ends their waits (stop_schedules).
+_SCHEDULES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def stop_schedules() -> int:
+    """End the workload wait of every run this process is making (once ``down`` has stopped their
+    nodes): without it a run's thread sleeps to the run's planned end, up to its whole duration,
+    before its teardown goes on. Returns how many were stopped."""
+    live = list(_SCHEDULES)
+    for r in live:
+        r.stop()
+    return len(live)
+
+
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:
-    """Run the workload and the fault schedule to the end (foreground). Returns the timeline."""
+    """Run the workload and the fault schedule to the end (foreground; :func:`stop_schedules` ends
+    it early). Returns the timeline."""
     from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s
 
     plan = session.plan
     runner = ScheduleRunner(session.run, session.provider, session.deployment, session.controls, on_event)
+    _SCHEDULES.add(runner)
     settle = settle_s(plan)
     if settle > 0:
         progress(f"settling {settle:g}s (subscriptions propagate)")

@@ -926,6 +926,7 @@ def reproduce_papers(chosen: list[Paper], scale: str, figs: list[int] | None, ou
                 api.down(all_runs=True, runs_dir=str(by_name[g].root))
             except Exception as e:  # noqa: BLE001 - the runs' own teardown still runs in their threads
                 progress(f"  stopping them: {type(e).__name__}: {e}")
+        api.stop_schedules()  # their threads stop waiting for the planned end and tear the runs down
 
     try:
         with _sigterm_interrupts():

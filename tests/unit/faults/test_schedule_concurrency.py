@@ -86,3 +86,21 @@ def test_actions_on_one_node_keep_their_order(tmp_path):
     assert tl[1]["actual_s"] >= tl[0]["done_s"] and tl[2]["actual_s"] >= tl[1]["done_s"]
     # a call never overlaps the previous one on the same node
     assert all(p.calls[i][2] >= p.calls[i - 1][3] for i in range(1, len(p.calls)))
+
+
+def test_stop_schedules_ends_a_runs_wait_for_its_planned_end(tmp_path):
+    """An interrupted reproduction stops its runs' nodes (``down``), then ``api.stop_schedules``: a
+    run's thread waiting for its planned end (an hour here; Fig 11's mobility runs are 600 s) returns
+    then, instead of sleeping the rest of the run's duration before its teardown."""
+    from testbed import api
+
+    r = _runner(tmp_path, SlowProvider({}))
+    api._SCHEDULES.add(r)
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(r.run_actions([], until_s=3600.0)), daemon=True)
+    t.start()
+    time.sleep(0.3)
+    assert t.is_alive()  # waiting for the planned end
+    assert api.stop_schedules() >= 1
+    t.join(timeout=30)
+    assert not t.is_alive() and out == [[]]
