@@ -49,8 +49,8 @@ class Grid:
     ``ctx.jobs`` allows), so the scheduler counts them against the CPU budget and the runs at a
     time (0: it makes none).
     ``alone``: the grid's runs measure CPU or throughput and must have the machine to themselves
-    (None: the paper's :attr:`Paper.alone`; a dict: per scale, a scale not in it the paper's). ``cpu``: the cores one of its runs keeps busy, declared
-    (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
+    (None: the paper's :attr:`Paper.alone`; a dict: per scale, a scale not in it the paper's).
+    ``cpu``: the cores one of its runs keeps busy, declared (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
     once it has them (docs/experiments.md, "How runs are scheduled").
     """
 
@@ -174,7 +174,7 @@ class Paper:
         if grid.compute is not None and not grid.makes_runs:
             return False
         if isinstance(grid.alone, dict):
-            return bool(grid.alone.get(scale, self.alone)) if scale is not None else self.alone
+            return bool(grid.alone.get(scale, self.alone))  # no scale (None): the paper's
         return self.alone if grid.alone is None else grid.alone
 
     def cpu_for(self, grid: Grid, scale: str) -> float:
