@@ -460,10 +460,19 @@ RANK_BATCH, RANK_ALONE, RANK_ANALYSIS, RANK_SHARED = 0, 1, 2, 3
 CONTROLLER_CPU = 0.1
 
 
+#: The window over which a long run's cores are taken at their highest (``run_cpu``): a run whose
+#: load grows as its clients join keeps less over its whole length than in its workload, so it is
+#: counted by its busiest stretch and the budget keeps such runs apart by itself (measured:
+#: docs/experiments.md, "CPU budget"). A run no longer than the window: its whole-run mean.
+CPU_WINDOW_S = 20.0
+
+
 def run_cpu(run_dir: str | Path) -> float | None:
-    """The cores a finished run's node processes kept busy: the CPU time (user + system) of each
-    node's last ``cpu`` event in its log, summed, over the run's bring-up and schedule (manifest
-    ``up_s`` + ``schedule_s``). None when the run has no such events (or no manifest)."""
+    """The cores a finished run's node processes kept busy, from the ``cpu`` events of their logs
+    (cumulative user + system CPU time, about once a second). A run whose bring-up and schedule
+    (manifest ``up_s`` + ``schedule_s``) last at most ``CPU_WINDOW_S``: their CPU time summed over
+    that span. A longer one: the highest mean over any ``CPU_WINDOW_S`` of it (the nodes' CPU time
+    binned by second; ``peak_cores``). None when the run has no such events (or no manifest)."""
     d = Path(run_dir)
     try:
         m = json.loads((d / "manifest.json").read_text())
@@ -472,13 +481,59 @@ def run_cpu(run_dir: str | Path) -> float | None:
     span = float(m.get("up_s") or 0.0) + float(m.get("schedule_s") or 0.0)
     if span <= 0:
         return None
+    logs = sorted((d / "logs").glob("*.jsonl"))
+    if span > CPU_WINDOW_S:
+        series = [s for s in (_cpu_series(log) for log in logs) if s]
+        return round(peak_cores(series, CPU_WINDOW_S), 3) if series else None
     total, seen = 0.0, False
-    for log in sorted((d / "logs").glob("*.jsonl")):
+    for log in logs:
         last = _last_cpu_event(log)
         if last is not None:
             total += float(last.get("user_s") or 0.0) + float(last.get("sys_s") or 0.0)
             seen = True
     return round(total / span, 3) if seen else None
+
+
+def _cpu_series(log: Path) -> list[tuple[float, float]]:
+    """[(t in s, CPU seconds so far)] of a node's ``cpu`` events, in log order."""
+    out = []
+    try:
+        with log.open("rb") as f:
+            for line in f:
+                if b'"ev":"cpu"' in line:
+                    try:
+                        r = json.loads(line)
+                        out.append((float(r["t"]) / 1e9, float(r.get("user_s") or 0.0) + float(r.get("sys_s") or 0.0)))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+    except OSError:
+        return []
+    return out
+
+
+def peak_cores(series: list[list[tuple[float, float]]], window_s: float) -> float:
+    """The highest mean cores over any ``window_s`` of the nodes' CPU, each node's cumulative series
+    ``[(t_s, cpu_s)]`` binned by second: each step's CPU time falls in the second its sample ends in
+    (a node's first sample, its start-up, in its own second). Series shorter than the window: their
+    whole span."""
+    start = min(s[0][0] for s in series)
+    bins: dict[int, float] = {}
+    for s in series:
+        prev = 0.0
+        for t, c in s:
+            k = int(t - start)
+            bins[k] = bins.get(k, 0.0) + max(0.0, c - prev)
+            prev = c
+    n = max(bins) + 1
+    per_s = [bins.get(i, 0.0) for i in range(n)]
+    w = max(1, int(round(window_s)))
+    if n <= w:
+        return sum(per_s) / max(1.0, max(t for s in series for t, _ in s) - start)
+    run = best = sum(per_s[:w])
+    for i in range(w, n):
+        run += per_s[i] - per_s[i - w]
+        best = max(best, run)
+    return best / w
 
 
 def _last_cpu_event(log: Path) -> dict[str, Any] | None:

@@ -154,6 +154,35 @@ def test_a_runs_cores_come_from_its_nodes_cpu_events(tmp_path):
     assert run_cpu(run) == pytest.approx((4.0 + 1.0) / 10.0)
 
 
+def test_a_long_runs_cores_are_its_busiest_window(tmp_path):
+    """A run longer than CPU_WINDOW_S counts by its busiest 20 s (clients joining slowly: the
+    whole-run mean undercounts the workload), read from every cpu event of its logs."""
+    from testbed.experiments.runner import CPU_WINDOW_S, peak_cores, run_cpu
+
+    assert CPU_WINDOW_S == 20.0
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"up_s": 1.0, "schedule_s": 89.0}))
+    t0 = 1_700_000_000 * 10**9
+
+    def log(node, rate_at):  # cumulative CPU, one sample a second, rate_at(second) cores
+        cum, lines = 0.0, []
+        for i in range(1, 91):
+            cum += rate_at(i)
+            lines.append({"t": t0 + i * 10**9, "node": node, "ev": "cpu", "user_s": cum * 0.75, "sys_s": cum * 0.25})
+            lines.append({"t": t0 + i * 10**9, "node": node, "ev": "deliver"})
+        (run / "logs" / f"{node}.jsonl").write_text("\n".join(json.dumps(x, separators=(",", ":")) for x in lines) + "\n")
+
+    log("b1", lambda i: 0.2)  # steady
+    log("c1", lambda i: 1.0 if 50 < i <= 70 else 0.0)  # a burst of exactly 20 s
+    assert run_cpu(run) == pytest.approx(1.2)  # not the whole-run mean, (18 + 20) / 90 = 0.42
+    # the window slides by the second: a burst of 10 s counts for half a window
+    assert peak_cores([[(float(i), float(i) * 0.5) for i in range(100)],
+                       [(float(i), max(0.0, min(i - 40, 10)) * 1.0) for i in range(100)]], 20) == pytest.approx(1.0)
+    # shorter than the window: its whole span
+    assert peak_cores([[(0.0, 0.0), (5.0, 2.5)]], 20) == pytest.approx(0.5)
+
+
 def test_a_grids_items_cost_what_its_runs_measured(tmp_path):
     """The declared cost until a run of the grid is measured, then the measured mean (+ the controller's share)."""
     from types import SimpleNamespace
