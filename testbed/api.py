@@ -286,7 +286,7 @@ def stop_schedules() -> int:
 def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[dict[str, Any]]:
     """Run the workload and the fault schedule to the end (foreground; :func:`stop_schedules` ends
     it early). Returns the timeline."""
-    from testbed.faults.schedule import DRAIN_S, ScheduleRunner, settle_s
+    from testbed.faults.schedule import DRAIN_S, ScheduleRunner, drain_s, settle_s
 
     plan = session.plan
     runner = ScheduleRunner(session.run, session.provider, session.deployment, session.controls, on_event)
@@ -300,9 +300,13 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
     on_event({"kind": "workload", "phase": "start", "duration_s": plan.duration_s,
               "t0_mono": runner.t0_mono})
     try:
-        # a run without scheduled faults ends when its nodes report their work done (+ the drain)
-        timeline = runner.run_actions(list(plan.actions), until_s=plan.duration_s + DRAIN_S,
-                                      end_when_finished=not plan.actions)
+        # a run without scheduled faults ends when its nodes report their work done (+ the drain),
+        # waiting for them at most ``params.drain`` past its duration (drain_s); one with faults
+        # ends DRAIN_S after its duration
+        finishing = not plan.actions
+        timeline = runner.run_actions(list(plan.actions),
+                                      until_s=plan.duration_s + (drain_s(plan) if finishing else DRAIN_S),
+                                      end_when_finished=finishing)
     finally:
         runner.stop()
     if runner.finished_s is not None:

@@ -61,6 +61,13 @@ def all_finished(replies: dict[str, Any]) -> bool | None:
     return all(flags)
 
 
+def drain_s(plan: Plan) -> float:
+    """How long past its duration a run whose nodes report when their work is done may wait for
+    them (``params.drain``, at least ``DRAIN_S``; a protocol without the key: ``DRAIN_S``)."""
+    d = plan.params.get("drain") if isinstance(plan.params, dict) else None
+    return max(DRAIN_S, float(d)) if d is not None else DRAIN_S
+
+
 def settle_s(plan: Plan) -> float:
     """Seconds to wait between bring-up and the workload start (``params.settle``, default 1):
     time for subscriptions and advertisements to propagate."""

@@ -14,6 +14,9 @@ declared under ``params.mobile``. Stationary publishers (and subscribers) are or
                   ``retract`` for covering (``active``/``lazy``/``off`` also allowed there)
 ``move_timeout``  the 3PC timeout: a source still waiting for (2) after it aborts the move
 ``quiesce``       no move starts in the last ``quiesce`` of the run (so moves can finish)
+``drain``         how long past its duration a run without scheduled actions may wait for the
+                  moves still open (a broker reports ``finished`` once its workload time is over
+                  and no move it began is open; the run ends when every broker does, plus 2 s)
 ``settle``        wait after the nodes are up before the workload starts
 ``tables_interval`` how often brokers log table sizes and per-move traffic
 ``mobile``        mapping group name -> mobile client group (below)
@@ -140,6 +143,7 @@ class Params(StrictModel):
     covering: Literal["off", "active", "lazy", "retract"] | None = None
     move_timeout: Time = 5.0
     quiesce: Time = 3.0
+    drain: Time = 30.0
     settle: Time = 1.0
     tables_interval: Time = 1.0
     mobile: dict[Name, MobileGroup] = Field(default_factory=dict)

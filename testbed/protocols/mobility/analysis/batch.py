@@ -318,7 +318,7 @@ def _missing(ctx: BatchContext) -> tuple[DataFrame, dict[str, dict[str, str]]]:
         matches = matches.select(F.concat(run_of("pub_id"), F.lit(SEP), F.col("filter")).alias("filter"), "pub_id")
         subs_n = subs.withColumn("filter", F.concat(run_of("client"), F.lit(SEP), F.col("filter")))
         margin = ctx.options.travel_margin_s
-        end = ctx.by_run({rid: rc.end_s for rid, rc in ctx.runs.items()}, "pub_id")
+        end = ctx.by_run({rid: K.publications_end_s(rc) for rid, rc in ctx.runs.items()}, "pub_id")
         settle = ctx.by_run({rid: rc.settle_s for rid, rc in ctx.runs.items()}, "client")
         p = pubs.select("pub_id", "publisher", "pub_s").where(F.col("pub_s") + F.lit(margin) <= end)
         expected = (

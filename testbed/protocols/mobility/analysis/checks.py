@@ -682,6 +682,14 @@ def _attribute(ctx: AnalysisContext, missing: DataFrame) -> DataFrame:
                               ctx.spark.createDataFrame(wrows, ROUTE_WINDOWS))
 
 
+def publications_end_s(ctx: AnalysisContext) -> float:
+    """When the run's publications ended: the workload's end, never past its planned duration (the
+    publishers stop there; a run that waited past it for open moves, ``params.drain``, records
+    that later time as its end)."""
+    d = ctx.manifest.get("duration_s", ctx.plan.get("duration_s"))
+    return min(ctx.end_s, float(d)) if isinstance(d, (int, float)) and not isinstance(d, bool) else ctx.end_s
+
+
 def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
     key = "mobility.missing"
     if key not in ctx.results:
@@ -689,7 +697,7 @@ def _missing(ctx: AnalysisContext) -> tuple[DataFrame, int]:
         pubs = publications(ctx.df("publish")).cache()
         matches, errors = match_pairs(ctx.spark, subs, pubs)
         expected = expected_deliveries(subs, pubs, matches, settle_s=ctx.settle_s,
-                                       margin_s=ctx.options.travel_margin_s, end_s=ctx.end_s).cache()
+                                       margin_s=ctx.options.travel_margin_s, end_s=publications_end_s(ctx)).cache()
         margin = move_margin_s(inflight(ctx.df("deliver"), pubs).first()["inflight_s"])
         ctx.results["mobility.move_margin_s"] = margin
         missing = attribute_to_moves(

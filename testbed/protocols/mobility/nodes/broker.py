@@ -295,8 +295,12 @@ class MobilityBroker(Broker):
 
     def status(self) -> dict[str, Any]:
         s = super().status()
-        s.update(self.mcount, copies=len(self.copies), movement=self.movement,
-                 moving=sum(1 for c in self.coords.values() if c.role == "src"))
+        moving = sum(1 for c in self.coords.values() if c.role == "src")
+        s.update(self.mcount, copies=len(self.copies), movement=self.movement, moving=moving)
+        # the run-end condition the controller watches (faults/schedule.py all_finished): the
+        # workload's time is over and no move this broker began is still open, so a run whose moves
+        # outlast ``quiesce`` (saturated brokers) waits for them, up to ``params.drain``
+        s["finished"] = self._end_mono > 0 and self.rt.mono_ns() >= self._end_mono and moving == 0
         return s
 
     def on_control(self, op: str, args: dict[str, Any]) -> dict[str, Any] | None:
