@@ -50,8 +50,9 @@ class Grid:
     time (0: it makes none).
     ``alone``: the grid's runs measure CPU or throughput and must have the machine to themselves
     (None: the paper's :attr:`Paper.alone`; a dict: per scale, a scale not in it the paper's).
-    ``cpu``: the cores one of its runs keeps busy, declared (None: the paper's :attr:`Paper.cpu`); the scheduler uses the cores measured on the grid's runs
-    once it has them (docs/experiments.md, "How runs are scheduled").
+    ``cpu``: the cores one of its runs keeps busy, declared (None: the paper's :attr:`Paper.cpu`);
+    the scheduler uses the cores measured on the grid's runs once it has them (docs/experiments.md,
+    "How runs are scheduled").
     """
 
     name: str

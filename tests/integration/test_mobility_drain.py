@@ -14,6 +14,8 @@ import pytest
 
 from testbed import api
 
+from test_mobility_run import checks, events
+
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 TOPO = """\
@@ -67,21 +69,7 @@ def runs(tmp_path_factory):
 
 
 def moves(run: Path) -> tuple[set[str], dict[str, float]]:
-    begun, ended = set(), {}
-    for f in (run / "logs").glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            r = json.loads(line)
-            if r["ev"] == "move_begin":
-                begun.add(r["mid"])
-            elif r["ev"] == "move_end":
-                ended[r["mid"]] = r["dur_ms"]
-    return begun, ended
-
-
-def checks(run: Path) -> dict[str, dict]:
-    data = json.loads((run / "analysis" / "checks.json").read_text())
-    items = data["checks"] if isinstance(data, dict) and "checks" in data else data
-    return {c["name"].split("_", 1)[0]: c for c in items}
+    return {e["mid"] for e in events(run, "move_begin")}, {e["mid"]: e["dur_ms"] for e in events(run, "move_end")}
 
 
 def test_the_run_waits_for_the_moves_in_flight_and_every_check_passes(runs):
