@@ -158,6 +158,21 @@ def test_the_settle_covers_the_subscriptions_propagation_under_the_broker_cost()
     assert i10.duration_s - i10.params["settle"] >= i10_fast.duration_s - i10_fast.params["settle"] - 1
 
 
+def test_the_settle_covers_the_dispatchers_standing_subscriptions_at_paper_scale():
+    """Paper scale (2026-11-29): D subscribes to each of the run's 1000 transactions' spaces before
+    the workload; under 15 ms per message b2 held them 15 s (E's advertisement queued behind them),
+    then b1 and b3 15 s more: with a settle of 1.6 s D-TX's first 5 transactions timed out and the
+    6th began at 27 s. The settle now counts one routing message per transaction too."""
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    sv = {"scale": "paper", "variant": "dtx", "overlay": "line3", "transactions": 1000}
+    [p] = api.plans(path, sv)
+    assert p.params["settle"] >= 2 * 1000 * 0.015  # the two stages measured: 30 s
+    [few] = api.plans(path, {**sv, "transactions": 100})
+    assert few.params["settle"] < p.params["settle"]
+    # the run's upper bound still leaves the TXC its transactions' time after the settle
+    assert p.duration_s - p.params["settle"] >= 1000 * 0.5
+
+
 def test_grids_cover_every_figure_at_both_scales():
     p = papers()["transactions"]
     for scale in ("quick", "paper"):
