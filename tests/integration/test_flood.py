@@ -1,6 +1,7 @@
 """A connection flood does not kill a node (issue #32, attack 1; real processes, loopback only).
 
-3,000 idle connections to each port of a running broker (the local provider's smoke run): the
+3,000 idle connections to each port of a running broker (the local provider's smoke run, without
+its faults, so that no node of the topology connects to it during the flood): the
 node survives, refuses the connections beyond its caps at once and counts them (``over-limit``),
 closes the ones it holds pre-authentication after their timeout, and the run's checks pass.
 Before the caps a node using select() died at the first descriptor >= 1024 without a word.
@@ -67,11 +68,33 @@ def _settle(socks: list[socket.socket], end: float) -> list[socket.socket]:
     return ok
 
 
+def _without_faults(dest: Path) -> Path:
+    """The smoke topology without its fault schedule. CI on 2026-11-29 counted 3003 data refusals
+    for 3000 flood connections (the run directory was not kept, so which connections the 3 extra
+    were is not measured). The schedule's restart of b3 at 14 s is one source of such refusals:
+    b3, a neighbour of b1, dials b1 again and is refused while the flood holds b1's caps (a loaded
+    machine stretches the flood into that window). Without faults no node of the topology
+    connects to b1 during the flood, and every refusal counted is the flood's."""
+    lines, skip = [], False
+    for ln in SMOKE.read_text().splitlines():  # as text: a YAML round trip would turn `off` into false
+        if ln.startswith("faults:"):
+            skip = True
+            continue
+        if skip and ln and not ln[0].isspace() and not ln.startswith("#"):
+            skip = False
+        if not skip:
+            lines.append(ln)
+    assert not any(ln.startswith("faults:") for ln in lines) and any(ln.startswith("params:") for ln in lines)
+    out = dest / "smoke-flood.yaml"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 def test_flood_of_3000_connections_to_each_port_of_a_broker(tmp_path):
     from testbed import api
 
     runs = tmp_path / "runs"
-    rd = api.up(str(SMOKE), runs_dir=str(runs))
+    rd = api.up(str(_without_faults(tmp_path)), runs_dir=str(runs))
     held: list[socket.socket] = []
     try:
         dep = json.loads((rd.path / "deployment.json").read_text())
