@@ -75,18 +75,12 @@ def _without_faults(dest: Path) -> Path:
     b3, a neighbour of b1, dials b1 again and is refused while the flood holds b1's caps (a loaded
     machine stretches the flood into that window). Without faults no node of the topology
     connects to b1 during the flood, and every refusal counted is the flood's."""
-    lines, skip = [], False
-    for ln in SMOKE.read_text().splitlines():  # as text: a YAML round trip would turn `off` into false
-        if ln.startswith("faults:"):
-            skip = True
-            continue
-        if skip and ln and not ln[0].isspace() and not ln.startswith("#"):
-            skip = False
-        if not skip:
-            lines.append(ln)
-    assert not any(ln.startswith("faults:") for ln in lines) and any(ln.startswith("params:") for ln in lines)
+    from testbed.explore.files import load_base, to_yaml
+
+    topology, _ = load_base(SMOKE)  # read as the loader reads it (YAML 1.2: `off` stays a string)
+    assert topology.pop("faults")
     out = dest / "smoke-flood.yaml"
-    out.write_text("\n".join(lines) + "\n")
+    out.write_text(to_yaml(topology))
     return out
 
 
