@@ -583,7 +583,8 @@ def _analyze_all(runs: list[RunDir], spark_master: str | None, progress: Progres
 
 def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
     """Remove everything any testbed run ever made: processes here, labeled containers/networks/volumes
-    on the Docker engine, and the run files and processes on every host the ansible provider used."""
+    on the Docker engine, the run files and processes on every host the ansible provider used, and the
+    temporary directories that killed testbed processes left here (``testbed.runs.scratch``)."""
     from testbed.providers.local.provider import LocalProvider
 
     removed = LocalProvider.wipe(progress)
@@ -597,6 +598,9 @@ def wipe(progress: Progress = _quiet, runs_dir: str | None = None) -> list[str]:
             progress(f"{name}: not installed ({e.name})")
         except ProviderError as e:
             progress(f"{name}: {e}")
+    from testbed.runs import scratch
+
+    removed += scratch.remove_leftovers(progress)  # temporary directories of killed analyses / ansible runs
     root = runs_root(runs_dir)
     f = root / ".active"
     if f.exists():

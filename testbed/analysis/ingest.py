@@ -68,6 +68,7 @@ from testbed.analysis.convert import (  # noqa: F401  (the conversion, re-export
 from testbed.errors import AnalysisError
 from testbed.nodes.runtime.events import COMMON_FIELDS, EventType
 from testbed.registry import all_events
+from testbed.runs import scratch
 
 CORRUPT = "_corrupt_record"
 _SCALARS = {
@@ -226,11 +227,10 @@ def ingest(spark: SparkSession, run_dir: str | Path, *, write: bool = True, reus
     directory removed when the process exits.
     """
     import atexit
-    import tempfile
 
     target = None
     if not write:
-        tmp = Path(tempfile.mkdtemp(prefix="testbed-ingest-"))
+        tmp = scratch.make("testbed-ingest")  # its pid in the name: `testbed wipe` finds it if killed
         atexit.register(shutil.rmtree, tmp, True)
         target = tmp / "parquet"
     meta, report = ensure_parquet(run_dir, reuse=reuse, target=target)

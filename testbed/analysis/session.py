@@ -25,13 +25,13 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 from testbed.errors import AnalysisError
+from testbed.runs import scratch
 
 DEFAULT_MASTER = "local[2]"
 MASTER_ENV = "TESTBED_SPARK_MASTER"
@@ -210,7 +210,7 @@ def _drop_orphan_archives(cache: Path) -> None:
 
 
 def _scratch_dir() -> Path:
-    d = Path(tempfile.mkdtemp(prefix="testbed-spark-"))
+    d = scratch.make("testbed-spark")  # its pid in the name: `testbed wipe` finds it if killed
     atexit.register(shutil.rmtree, d, True)
     return d
 

@@ -61,7 +61,6 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +85,7 @@ from testbed.providers.capacity import key_of, limited, needs, refuse_joint_limi
 from testbed.render.node_config import render_node_config
 from testbed.runs.deployment import Deployment
 from testbed.runs.oom import record_stats
+from testbed.runs import scratch
 from testbed.runs.rundir import RunDir, write_json_atomic
 from testbed.topology.plan import Action, Plan
 
@@ -267,7 +267,7 @@ class AnsibleProvider(Provider):
         run.save_state(state)
         _register(records)
         ssh_args = self._ssh_args()
-        tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-up-"))
+        tmp = scratch.make("tb-ansible-up")
         try:
             # 1. prepare: the root, the virtualenv, facts and free ports
             t = time.monotonic()
@@ -529,7 +529,7 @@ class AnsibleProvider(Provider):
         if not state.get("roots"):
             progress("nothing deployed: no logs to collect")
             return
-        tmp = Path(tempfile.mkdtemp(prefix="tb-ansible-collect-"))
+        tmp = scratch.make("tb-ansible-collect")
         try:
             res = run_playbook("collect", self._inventory(run.run_id, state), {"tb_collect": str(tmp)}, progress)
             got = 0

@@ -18,13 +18,13 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from testbed.errors import ProviderError
+from testbed.runs import scratch
 
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"  # package data: in the wheel too
 KNOWN_HOSTS_ENV = "TESTBED_KNOWN_HOSTS"
@@ -134,7 +134,7 @@ def run_playbook(name: str, inventory: str, extravars: dict[str, Any], progress:
                 unreachable[host] = _message(data.get("res", {}) or {})
         return True  # keep the event (ansible-runner writes it into the temp artifacts dir)
 
-    tmp = tempfile.mkdtemp(prefix="tb-ansible-")
+    tmp = str(scratch.make("tb-ansible"))
     try:
         os.chmod(tmp, 0o700)
         inv = Path(tmp) / "inventory" / "hosts.yml"
