@@ -133,6 +133,23 @@ def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return list(by.values())
 
 
+def load_text(load: dict[str, Any] | None) -> tuple[str, str | None] | None:
+    """A figure's ``load`` (runner.figure_loads) as (the points' loads, the warning when uneven)."""
+    if not load or not load.get("points"):
+        return None
+    pts = "; ".join(f"{p['grid']} {p['point']}: {p['load_mean']:.2f}"
+                    + (f" (max {p['load_max']:.2f}, {p['runs']} runs)" if p["runs"] > 1 else " (1 run)")
+                    for p in load["points"])
+    text = (f"Load while its points were measured (the 1-minute load average when each run's workload ended, "
+            f"{load['cores']} cores): {pts}.")
+    warn = None
+    if load.get("uneven"):
+        warn = (f"Measured at uneven loads ({load['lowest']:.2f} to {load['highest']:.2f} on {load['cores']} "
+                "cores): a comparison between these points includes the effect of load, which no claim here "
+                "corrects (testbed/experiments/runner.py, UNEVEN_LOAD_CORES).")
+    return text, warn
+
+
 def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1, runs: bool = True) -> str:
     """One paper's section (``link_prefix``: path from the markdown file to ``<out>/<paper>/``;
     ``runs=False``: the runs are counted, not listed (a published reference ships without them))."""
@@ -158,6 +175,9 @@ def paper_markdown(r: dict[str, Any], link_prefix: str = "", level: int = 1, run
             L += ["(no figure drawn: no data)", ""]
         for extra in f.get("more_images") or []:
             L += [f"![Fig {f['number']} ({Path(extra).stem})]({link_prefix}{extra})", ""]
+        lt = load_text(f.get("load"))
+        if lt:
+            L += ([f"**{lt[1]}**", ""] if lt[1] else []) + [lt[0], ""]
         fc = [c for c in claims if c["figure"] == f["number"]]
         if fc:
             L += ["| claim (paper) | kind | paper value | measured (mean [interval] ± spread, seeds) | tolerance | verdict |",
@@ -280,7 +300,7 @@ td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
 th{background:#f3f3f3}.pass{color:#070}.fail,.insufficient,.nodata{color:#b00;font-weight:bold}
 .info,.byconstruction{color:#555}.fig{display:flex;gap:1.5em;align-items:flex-start;flex-wrap:wrap}
 .fig img{max-width:640px;border:1px solid #ddd}.paper{max-width:480px}
-code{background:#f6f6f6}
+code{background:#f6f6f6}.warn{color:#a60}.load{color:#555}
 """
 
 _SCRIPT = """
@@ -329,6 +349,11 @@ def paper_html(out_dir: Path, r: dict[str, Any]) -> str:
         refs = "".join(f"<li>{e(_ref_text(x))}</li>" for x in f.get("references") or [])
         H.append(f"<div class='paper'><p><b>Paper:</b> {e(f['paper'])}</p>"
                  + (f"<p>Drawn as “paper” markers:</p><ul>{refs}</ul>" if refs else "") + "</div></div>")
+        lt = load_text(f.get("load"))
+        if lt:
+            if lt[1]:
+                H.append(f"<p class='warn'><b>{e(lt[1])}</b></p>")
+            H.append(f"<p class='load'><small>{e(lt[0])}</small></p>")
         fc = [c for c in claims if c["figure"] == f["number"]]
         if fc:
             H.append("<table><tr><th>claim (paper)</th><th>kind</th><th>paper value</th>"

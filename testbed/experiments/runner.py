@@ -405,6 +405,67 @@ def load_evidence(run_dirs: list[Path]) -> dict[str, Any]:
             "load_runs": len(ends)}
 
 
+# When a figure's points were measured at loads too different to compare them as they are: the
+# points' mean 1-minute loads differ by at least the machine's cores, i.e. one point's runs shared
+# the CPU with a whole machine's worth more runnable work than another's. Latency grows with load
+# (docs/transactions.md: D-TX +123 ms between idle and load 17-22), so a comparison between such
+# points includes the load's effect, which no claim corrects. Said under the figure, never judged.
+UNEVEN_LOAD_CORES = 1.0
+
+
+def measured_runs(e: Entry) -> list[Path]:
+    """The runs an entry's values come from: its run, or for a computed entry the ``sample`` run its
+    row names (the transactions' wait search: the probes only choose the wait), else none."""
+    if e.run is not None:
+        return [Path(e.run)]
+    sample = (e.row or {}).get("sample")
+    if isinstance(sample, dict) and isinstance(sample.get("run"), str) and sample["run"]:
+        return [Path(sample["run"])]
+    return []
+
+
+def run_load(run: Path) -> tuple[float, int | None] | None:
+    """(the 1-minute load when the run's workload ended, the machine's cores) from its manifest."""
+    try:
+        la = json.loads((Path(run) / "manifest.json").read_text()).get("load_avg") or {}
+    except (OSError, ValueError):
+        return None
+    if not la.get("end"):
+        return None
+    return float(la["end"][0]), la.get("cpus")
+
+
+def figure_loads(paper: Paper, figs: list[int], entries: dict[str, list[Entry]],
+                 cores: int | None = None) -> dict[int, dict[str, Any]]:
+    """Per figure: the load its points were measured at (each point: its grid and point, the runs
+    with a recorded load, their mean and max 1-minute load), the cores, and ``uneven`` when the
+    points' means differ by at least ``UNEVEN_LOAD_CORES`` x the cores."""
+    out: dict[int, dict[str, Any]] = {}
+    for f in paper.figures:
+        if f.number not in figs:
+            continue
+        groups: dict[tuple[str, str], list[float]] = {}
+        n_cores = cores
+        for g in f.grids:
+            for e in entries.get(g, []):
+                label = ",".join(f"{k}={v}" for k, v in sorted(e.point.items())) or "-"
+                for r in measured_runs(e):
+                    got = run_load(r)
+                    if got is None:
+                        continue
+                    groups.setdefault((g, label), []).append(got[0])
+                    n_cores = n_cores or got[1]
+        if not groups:
+            continue
+        n_cores = int(n_cores or machine_cores())
+        points = [{"grid": g, "point": p, "runs": len(v), "load_mean": round(sum(v) / len(v), 2),
+                   "load_max": round(max(v), 2)} for (g, p), v in groups.items()]
+        means = [x["load_mean"] for x in points]
+        out[f.number] = {"cores": n_cores, "points": points, "lowest": min(means), "highest": max(means),
+                         "uneven": len(points) > 1 and max(means) - min(means) >= UNEVEN_LOAD_CORES * n_cores}
+    return out
+
+
 def figure_evidence(ctx: Context, entries: dict[str, list[Entry]]) -> dict[int, dict[str, Any]]:
     """Per figure: the load during its grids' runs plus what ``analyze`` measured for it."""
     out = {}
@@ -840,6 +901,7 @@ def write_result(pw: PaperWork, ctx: Context, entries: dict[str, list[Entry]], *
 
     paper, stats, out, scale, figs = pw.paper, pw.stats, pw.out, pw.scale, pw.figs
     evidence = figure_evidence(ctx, entries)
+    loads = figure_loads(paper, figs, entries)
     timings = {"runs_s": round(runs_s, 1), "analysis_s": round(analysis_s, 1),
                "total_s": round(total_s, 1)}
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -855,7 +917,8 @@ def write_result(pw: PaperWork, ctx: Context, entries: dict[str, list[Entry]], *
         "timings": timings, "stats": stats,
         "figure_info": [{"number": f.number, "title": f.title, "paper": f.paper,
                          "image": ctx.figures.get(f.number), "more_images": ctx.figure_parts.get(f.number, []),
-                         "references": [dataclasses.asdict(r) for r in f.references]}
+                         "references": [dataclasses.asdict(r) for r in f.references],
+                         **({"load": loads[f.number]} if f.number in loads else {})}
                         for f in paper.figures if f.number in figs],
         "claims": [_explained(paper, c, evidence) for c in ctx.claims],
         "summary": summary(ctx.claims),

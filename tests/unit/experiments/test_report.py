@@ -227,3 +227,61 @@ def test_a_claim_made_insufficient_by_its_papers_rule_says_the_rule_and_what_it_
                                   f"[10000, 20000]); the cause: {report.NOT_EXPLAINED}")
     plain = {"verdict": C.INSUFFICIENT, "reason": "within 20% of the paper", "explanation": None}
     assert report.why_text(plain) == report.NOT_EXPLAINED  # a band's reason is not why it was insufficient
+
+
+def _run_with_load(root, name, end):
+    d = root / name
+    d.mkdir()
+    (d / "manifest.json").write_text(json.dumps({"load_avg": {"cpus": 2, "start": [0.1] * 3, "end": [end, 1, 1]}}))
+    return d
+
+
+def _paper_of_two_grids():
+    from testbed.experiments.grid import Figure, Grid, Paper
+
+    return Paper("p", "P", (Figure(5, "five", ("base", "wait"), "s"), Figure(9, "nine", ("nine",), "s")),
+                 (Grid("base", "t.yaml"), Grid("wait", "t.yaml"), Grid("nine", "t.yaml")), analyze=lambda ctx: None)
+
+
+def test_a_figure_whose_points_ran_at_different_loads_says_so(tmp_path):
+    """Fig 5's D-TX runs at load 5.6 and its BL-WAIT sample (a computed entry's) at 0.4 differ by more
+    than the 2 cores: uneven, and the report says a comparison includes the load; Fig 9's points
+    (2.0 and 2.9) do not."""
+    from testbed.experiments.runner import Entry, figure_loads
+
+    runs = {n: _run_with_load(tmp_path, n, x) for n, x in
+            (("a0", 5.2), ("a1", 6.0), ("s0", 0.4), ("n0", 2.0), ("n1", 2.9), ("probe", 9.0))}
+    entries = {"base": [Entry("base", {"variant": "dtx"}, r, f"k{r}", run=runs[f"a{r}"]) for r in (0, 1)],
+               "wait": [Entry("wait", {"variant": "blwait"}, 0, "kw", row={
+                   "probes": [{"wait_ms": 250, "run": str(runs["probe"])}], "sample": {"run": str(runs["s0"])}}),
+                        Entry("wait", {"variant": "blwait"}, 1, "kx", row={"wait_ms": None})],  # no run: skipped
+               "nine": [Entry("nine", {"variant": "dtx"}, 0, "n0", run=runs["n0"]),
+                        Entry("nine", {"variant": "stx"}, 0, "n1", run=runs["n1"]),
+                        Entry("nine", {"variant": "stx"}, 1, "n2", run=tmp_path / "never-measured")]}
+    loads = figure_loads(_paper_of_two_grids(), [5, 9], entries)
+    five, nine = loads[5], loads[9]
+    assert five["cores"] == 2 and five["uneven"] and (five["lowest"], five["highest"]) == (0.4, 5.6)
+    assert five["points"] == [{"grid": "base", "point": "variant=dtx", "runs": 2, "load_mean": 5.6, "load_max": 6.0},
+                              {"grid": "wait", "point": "variant=blwait", "runs": 1, "load_mean": 0.4,
+                               "load_max": 0.4}]  # the sample, not the probe at 9.0
+    assert not nine["uneven"] and [p["runs"] for p in nine["points"]] == [1, 1]
+    assert figure_loads(_paper_of_two_grids(), [9], {"nine": entries["nine"]}).keys() == {9}
+    # the same loads on 8 cores are not uneven; nothing measured, nothing said
+    assert not figure_loads(_paper_of_two_grids(), [5], entries, cores=8)[5]["uneven"]
+    assert figure_loads(_paper_of_two_grids(), [5], {}) == {}
+
+    _write(tmp_path / "out", [])
+    p = tmp_path / "out" / "p" / "result.json"
+    res = json.loads(p.read_text())
+    res["figure_info"][0]["load"] = {**five, "number": 3}
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path / "out")
+    text = md.read_text()
+    assert "**Measured at uneven loads (0.40 to 5.60 on 2 cores): a comparison between these points includes " \
+        "the effect of load" in text
+    assert "base variant=dtx: 5.60 (max 6.00, 2 runs); wait variant=blwait: 0.40 (1 run)." in text
+    assert "<p class='warn'><b>Measured at uneven loads (0.40 to 5.60" in page.read_text()
+    res["figure_info"][0]["load"] = nine
+    p.write_text(json.dumps(res))
+    md, page = report.write_all(tmp_path / "out")
+    assert "uneven" not in md.read_text() and "nine variant=stx: 2.90 (1 run)" in md.read_text()
