@@ -133,13 +133,25 @@ def check_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return list(by.values())
 
 
+LOAD_POINTS_LISTED = 8  # a figure's points whose load is listed one by one; beyond, the extremes
+
+
 def load_text(load: dict[str, Any] | None) -> tuple[str, str | None] | None:
     """A figure's ``load`` (runner.figure_loads) as (the points' loads, the warning when uneven)."""
     if not load or not load.get("points"):
         return None
-    pts = "; ".join(f"{p['grid']} {p['point']}: {p['load_mean']:.2f}"
-                    + (f" (max {p['load_max']:.2f}, {p['runs']} runs)" if p["runs"] > 1 else " (1 run)")
-                    for p in load["points"])
+    def one(p: dict[str, Any]) -> str:
+        return (f"{p['grid']} {p['point']}: {p['load_mean']:.2f}"
+                + (f" (max {p['load_max']:.2f}, {p['runs']} runs)" if p["runs"] > 1 else " (1 run)"))
+
+    ps = load["points"]
+    if len(ps) <= LOAD_POINTS_LISTED:
+        pts = "; ".join(one(p) for p in ps)
+    else:  # a figure of many points: its extremes (result.json has every point)
+        by = sorted(ps, key=lambda p: p["load_mean"])
+        k = LOAD_POINTS_LISTED // 2
+        pts = (f"{len(ps)} points, the {k} least loaded: " + "; ".join(one(p) for p in by[:k])
+               + f"; the {k} most: " + "; ".join(one(p) for p in by[-k:]))
     text = (f"Load while its points were measured (the 1-minute load average when each run's workload ended, "
             f"{load['cores']} cores): {pts}.")
     warn = None

@@ -285,3 +285,12 @@ def test_a_figure_whose_points_ran_at_different_loads_says_so(tmp_path):
     p.write_text(json.dumps(res))
     md, page = report.write_all(tmp_path / "out")
     assert "uneven" not in md.read_text() and "nine variant=stx: 2.90 (1 run)" in md.read_text()
+
+
+def test_a_figure_of_many_points_lists_the_extremes_of_its_loads():
+    pts = [{"grid": "g", "point": f"n={i}", "runs": 3, "load_mean": float(i), "load_max": i + 0.5} for i in range(20)]
+    text, warn = report.load_text({"cores": 2, "points": pts, "lowest": 0.0, "highest": 19.0, "uneven": True})
+    assert text.count("g n=") == report.LOAD_POINTS_LISTED
+    assert "20 points, the 4 least loaded: g n=0: 0.00 (max 0.50, 3 runs)" in text and "the 4 most: g n=16" in text
+    assert "g n=10:" not in text and "0.00 to 19.00 on 2 cores" in warn
+    assert report.load_text(None) is None and report.load_text({"points": []}) is None
