@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ class RunIndex:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()  # the runner's threads and a search's probes write it at once
         try:
             self.data: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
         except FileNotFoundError:
@@ -109,10 +111,15 @@ class RunIndex:
         return os.path.relpath(p, self.path.parent.resolve()) if os.path.isabs(p) else p
 
     def get(self, key: str) -> dict[str, Any] | None:
-        e = self.data.get(key)
+        with self._lock:
+            e = self.data.get(key)
         return _map_runs(e, self._abs) if e is not None else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._put(key, entry)
+
+    def _put(self, key: str, entry: dict[str, Any]) -> None:
         self.data[key] = _map_runs(entry, self._rel)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")

@@ -309,6 +309,7 @@ def durations(work: list, todo: list[int]) -> list[Cost]:
 #: with start-up can miss a control timeout. Every failed attempt is kept in the index entry
 #: (``failed_attempts``: the error), so a retried point is visible in the data.
 RUN_ATTEMPTS = 2
+MADE_BY_COMPUTE = "made-by-compute"  # the kind of a run a computed entry made (a search's probe) in the index
 #: Made runs analysed together (``api.analyze_runs``: the checks every run shares and the metrics
 #: one set of Spark jobs for the batch, ~1 s per small run instead of ~3 s alone; docs/analysis.md).
 #: A run is in the run index once analysed, so an interrupted reproduction makes at most this
@@ -343,7 +344,10 @@ class ComputeContext:
     runs go under (``--runs-dir``, else ``$TESTBED_RUNS``, else ./runs); ``memo``: shared by the
     paper's computed entries of this one reproduction (a search made once, reused by its samples);
     :meth:`spark`: the reproduction's Spark session, made on first use (and stopped with it);
-    :meth:`run`: make one run, tried again once when it fails to come up, as the runner does."""
+    :meth:`run`: make one run, tried again once when it fails to come up, as the runner does.
+    ``index``: the paper's run index; with it every run :meth:`run` makes is recorded there under
+    its own key (kind ``made-by-compute``), and a finished one is reused, so a search interrupted
+    with its reproduction (the end of a sitting) resumes where it stopped instead of probing again."""
 
     paper: str = ""
     scale: str = "quick"
@@ -353,6 +357,8 @@ class ComputeContext:
     memo: dict[str, Any] = field(default_factory=dict)
     get_spark: Callable[[], Any] | None = None
     stopping: Callable[[], bool] = lambda: False  # the reproduction is being interrupted: no retry
+    index: RunIndex | None = None
+    reused_runs: int = 0  # runs :meth:`run` took from the index instead of making them
 
     def spark(self) -> Any:
         if self.get_spark is not None:
@@ -366,6 +372,25 @@ class ComputeContext:
         """One run of ``plan`` (from the topology ``path`` with ``set_vars``) under ``root``; a run that
         raises (it did not come up) is made again, up to RUN_ATTEMPTS, each failure appended to
         ``failed`` as ``{"error": ...}``."""
+        key = None
+        if self.index is not None:
+            key = run_key(plan.rendered_text, set_vars, plan.seed, plan.repeat_index, plan.provider,
+                          code_version(False), MADE_BY_COMPUTE)
+            e = self.index.get(key) or {}
+            if run_finished(e.get("run")):
+                self.reused_runs += 1
+                return Path(e["run"])
+        t = time.monotonic()
+        made = self._make(plan, path, set_vars, root, failed)
+        if key is not None:
+            self.index.put(key, {"kind": MADE_BY_COMPUTE, "paper": self.paper, "run": str(made),
+                                 "set": set_vars, "repeat": plan.repeat_index,
+                                 "elapsed_s": round(time.monotonic() - t, 2),
+                                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        return made
+
+    def _make(self, plan: Any, path: str, set_vars: dict[str, Any], root: Path,
+              failed: list[dict[str, Any]] | None) -> Path:
         from testbed import api
         from testbed.errors import TestbedError
 
@@ -684,7 +709,7 @@ class PaperWork:
         self.started: list[int] = []  # indices into todo, in the order they started
         self.cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=self.jobs,
                                    runs_dir=runs_root(runs_dir), get_spark=shared.get_spark,
-                                   stopping=shared.stopping.is_set)
+                                   stopping=shared.stopping.is_set, index=self.index)
         self.cores: dict[str, list[float]] = {}  # grid -> cores measured per run (the index's, then ours)
         for w, _, _ in self.work:
             e = self.index.get(w.key) or {}

@@ -234,3 +234,53 @@ def test_a_grid_alone_at_one_scale_only_makes_its_runs_alone_there(tmp_path):
     clients = PAPER.grid("clients")
     assert PAPER.alone_for(clients, "paper") and not PAPER.alone_for(clients, "quick")
     assert not any(PAPER.alone_for(g, "paper") for g in PAPER.grids if g.name != "clients")
+
+
+def test_the_runs_a_search_made_are_reused_when_its_reproduction_resumes(tmp_path, monkeypatch):
+    """A computed entry's runs (a wait search's probes) go into the paper's index as they finish: a
+    reproduction interrupted mid-search (the end of a sitting) and started again takes them from
+    there instead of making them again; an unfinished one (no collected manifest) is made again."""
+    import types
+
+    from testbed import api
+    from testbed.experiments.index import RunIndex
+    from testbed.experiments.runner import MADE_BY_COMPUTE, ComputeContext
+
+    made = []
+
+    def run_one(p, path, sv, root, *a):
+        made.append((sv["rate"], p.repeat_index))
+        d = tmp_path / "runs" / f"r{len(made)}"
+        (d / "logs").mkdir(parents=True)
+        (d / "logs" / "b1.jsonl").write_text("{}\n")
+        if sv["rate"] != 30:  # rate 30's run never finishes collecting (an interrupt mid-run)
+            (d / "manifest.json").write_text(json.dumps({"status": "collected"}))
+        return types.SimpleNamespace(path=d)
+
+    monkeypatch.setattr(api, "run_one", run_one)
+    path = str(Path(TINY) / "tiny.yaml")
+
+    def plan(rate, repeat=0):
+        [p] = [p for p in api.plans(path, {"rate": rate}) if p.repeat_index == 0]
+        import dataclasses
+
+        return dataclasses.replace(p, repeat_index=repeat)
+
+    index = RunIndex(tmp_path / "out" / "index-quick.json")
+    first = ComputeContext(paper="p", index=index)
+    a = first.run(plan(10), path, {"rate": 10}, tmp_path / "runs")
+    b = first.run(plan(10, 1), path, {"rate": 10}, tmp_path / "runs")
+    c = first.run(plan(30), path, {"rate": 30}, tmp_path / "runs")
+    assert made == [(10, 0), (10, 1), (30, 0)] and len({a, b, c}) == 3
+    kinds = [e["kind"] for e in json.loads(index.path.read_text()).values()]
+    assert kinds == [MADE_BY_COMPUTE] * 3
+    # the next sitting: a new process, the same index file
+    again = ComputeContext(paper="p", index=RunIndex(index.path))
+    assert again.run(plan(10, 1), path, {"rate": 10}, tmp_path / "runs") == b
+    assert again.run(plan(10), path, {"rate": 10}, tmp_path / "runs") == a
+    assert again.reused_runs == 2 and len(made) == 3
+    assert again.run(plan(30), path, {"rate": 30}, tmp_path / "runs") != c and made[-1] == (30, 0)
+    assert again.run(plan(20), path, {"rate": 20}, tmp_path / "runs") and made[-1] == (20, 0)
+    # without an index (a search called on its own) every run is made
+    ComputeContext(paper="p").run(plan(10), path, {"rate": 10}, tmp_path / "runs")
+    assert made[-1] == (10, 0) and len(made) == 6
