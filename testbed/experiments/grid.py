@@ -53,6 +53,10 @@ class Grid:
     ``cpu``: the cores one of its runs keeps busy, declared (None: the paper's :attr:`Paper.cpu`);
     the scheduler uses the cores measured on the grid's runs once it has them (docs/experiments.md,
     "How runs are scheduled").
+    ``restore``: for a computed grid whose entries share state through ``ctx.memo`` (a search that
+    later entries start from): ``restore(plan, row, ctx)`` is called for each of its entries taken
+    from the run index, before any entry is computed, so that a resumed reproduction's memo holds
+    what one sitting's would have.
     """
 
     name: str
@@ -66,6 +70,7 @@ class Grid:
     makes_runs: int = 0
     alone: bool | dict[str, bool] | None = None
     cpu: dict[str, float] | None = None  # per scale
+    restore: Callable[[Any, dict[str, Any], Any], None] | None = None
 
     def topology_name(self, scale: str) -> str:
         return self.topology.replace("{scale}", scale)

@@ -710,6 +710,12 @@ class PaperWork:
         self.cctx = ComputeContext(paper=paper.name, scale=scale, provider=provider, jobs=self.jobs,
                                    runs_dir=runs_root(runs_dir), get_spark=shared.get_spark,
                                    stopping=shared.stopping.is_set, index=self.index)
+        pending_ix = set(self.todo)
+        for i, (w, _, _) in enumerate(self.work):  # what the entries taken from the index left in the memo
+            if w.grid.restore is not None and i not in pending_ix:
+                row = (self.index.get(w.key) or {}).get("row")
+                if row is not None:
+                    w.grid.restore(w.plan, row, self.cctx)
         self.cores: dict[str, list[float]] = {}  # grid -> cores measured per run (the index's, then ours)
         for w, _, _ in self.work:
             e = self.index.get(w.key) or {}

@@ -284,3 +284,41 @@ def test_the_runs_a_search_made_are_reused_when_its_reproduction_resumes(tmp_pat
     # without an index (a search called on its own) every run is made
     ComputeContext(paper="p").run(plan(10), path, {"rate": 10}, tmp_path / "runs")
     assert made[-1] == (10, 0) and len(made) == 6
+
+
+def test_a_resumed_reproduction_restores_the_memo_its_reused_entries_left(tmp_path, monkeypatch):
+    """Entries that share state through ``ctx.memo`` (the first of a point searches, the others
+    reuse it): interrupted after the first point, the next sitting's remaining entries see the memo
+    one sitting would have given them, because ``Grid.restore`` puts the reused entries' rows back
+    (without it they would not, the second half of this test)."""
+    calls, interrupt = [], [True]
+
+    def row(plan, ctx):
+        calls.append(plan.repeat_index)
+        if len(calls) == 4 and interrupt.pop():
+            raise KeyboardInterrupt()
+        memo = ctx.memo.setdefault("found", {})
+        rate = plan.rendered_text.count("40/s") and 40 or 10
+        memo.setdefault(rate, f"searched with {sorted(memo)} known")
+        return {"found": memo[rate], "rate": rate}
+
+    def restore(plan, r, ctx):
+        ctx.memo.setdefault("found", {}).setdefault(r["rate"], r["found"])
+
+    def paper(with_restore):
+        return Paper(name="m", title="paper m", topology_dir=TINY, analyze=lambda ctx: None,
+                     figures=(Figure(1, "f", ("g",), "stated"),),
+                     grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}, compute=row,
+                                 restore=restore if with_restore else None),))
+
+    for with_restore, expected in ((True, "searched with [10] known"), (False, "searched with [] known")):
+        out = tmp_path / str(with_restore)
+        calls.clear()
+        interrupt[:] = [True]
+        monkeypatch.setattr(E, "papers", lambda: {"m": paper(with_restore)})
+        with pytest.raises(KeyboardInterrupt):
+            E.reproduce("m", out_dir=out, jobs=1)  # rate 10's three entries done, the fourth interrupted
+        interrupt.append(False)
+        E.reproduce("m", out_dir=out, jobs=1)
+        rows = [e["row"] for e in json.loads((out / "m" / "index-quick.json").read_text()).values()]
+        assert sorted(r["found"] for r in rows if r["rate"] == 40) == [expected] * 3, with_restore

@@ -452,3 +452,30 @@ def test_a_sample_failing_at_the_wait_found_fails_the_wait_search():
     assert not by["fig6"]["passed"] and by["fig6"]["samples_failing"] == ["wait-overlays/blwait/tree9/p2/t1/i1/r0"]
     assert not by["fig7"]["passed"] and by["fig7"]["violations"] == 1
     assert "every sample at the wait found passed P2 and P9" in by["fig7"]["description"]
+
+
+def test_a_reused_wait_entry_puts_its_search_back_for_the_next_configuration():
+    """Resuming a reproduction: the line of 3's search, taken from the run index, is back in the memo
+    (``wait.restore``), so the 2-thread configuration's search starts from its wait as in one sitting."""
+    from testbed import api
+    from testbed.experiments import topologies
+    from testbed.experiments.runner import ComputeContext
+    from testbed.protocols.transactions.experiments.resume import restore
+    from testbed.protocols.transactions.experiments.wait import nearest_wait
+
+    path = str(topologies.find("transactions", "reproduce.yaml"))
+    [plan] = [p for p in api.plans(path, {"scale": "paper", "variant": "blwait", "transactions": 1000})
+              if p.repeat_index == 0]
+    ctx = ComputeContext(scale="paper")
+    row = {"config": "line3", "wait_ms": 250, "start_ms": 2000, "probes": [{"wait_ms": 250, "passed": True}],
+           "sample": {"wait_ms": 250, "run": "/r"}, "failed_attempts": [{"error": "x"}]}
+    restore(plan, {"wait_ms": 100}, ctx)  # not a search's row: nothing
+    assert ctx.memo.get("blwait_searches", {}) == {}
+    restore(plan, row, ctx)
+    searches = ctx.memo["blwait_searches"]
+    assert list(searches) == [("paper", "line3", 1000, plan.provider)]
+    got = searches[("paper", "line3", 1000, plan.provider)]
+    assert got["wait_ms"] == 250 and got["samples"] == {} and "sample" not in got and "failed_attempts" not in got
+    assert nearest_wait("t2", {k[1]: v["wait_ms"] for k, v in searches.items()}) == 250
+    restore(plan, {**row, "wait_ms": 300}, ctx)  # a second sample of the same configuration: the first stays
+    assert searches[("paper", "line3", 1000, plan.provider)]["wait_ms"] == 250

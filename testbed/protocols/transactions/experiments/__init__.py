@@ -77,6 +77,7 @@ from testbed.protocols.transactions.experiments.grids import (  # noqa: F401  (t
     point_of,
     tx_count,
 )
+from testbed.protocols.transactions.experiments.resume import restore
 from testbed.protocols.transactions.experiments.wait import (  # noqa: F401  (the paper's names, as one module had them)
     _FAILED_LOCK,
     _bisect,
@@ -117,7 +118,7 @@ PAPER = Paper(
              repeats={s: SEEDS for s in SCALES}),
         *(Grid(g, "reproduce.yaml", points={s: _wait_points(g, s) for s in SCALES},
                repeats=FIG6_REPEATS if g == "wait-overlays" else {s: SEEDS for s in SCALES},
-               compute=search, makes_runs=2) for g in WAIT_GRIDS),  # a search probes in pairs (wait._prober)
+               compute=search, restore=restore, makes_runs=2) for g in WAIT_GRIDS),  # a search probes in pairs (wait._prober)
     ),
     analyze=analyze,
     parallel=PARALLEL,
