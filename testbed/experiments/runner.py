@@ -372,6 +372,8 @@ class ComputeContext:
         """One run of ``plan`` (from the topology ``path`` with ``set_vars``) under ``root``; a run that
         raises (it did not come up) is made again, up to RUN_ATTEMPTS, each failure appended to
         ``failed`` as ``{"error": ...}``."""
+        if self.stopping():  # the reproduction is being interrupted: no new run
+            raise KeyboardInterrupt("the reproduction is being interrupted")
         key = None
         if self.index is not None:
             key = run_key(plan.rendered_text, set_vars, plan.seed, plan.repeat_index, plan.provider,
@@ -382,6 +384,11 @@ class ComputeContext:
                 return Path(e["run"])
         t = time.monotonic()
         made = self._make(plan, path, set_vars, root, failed)
+        if self.stopping():  # cut by the interrupt (its nodes stopped early): neither judged nor recorded
+            from testbed.runs.rundir import RunDir
+
+            RunDir(made).update_manifest(status="interrupted")
+            raise KeyboardInterrupt(f"{made.name}: stopped by the interrupt")
         if key is not None:
             self.index.put(key, {"kind": MADE_BY_COMPUTE, "paper": self.paper, "run": str(made),
                                  "set": set_vars, "repeat": plan.repeat_index,
@@ -824,6 +831,8 @@ class PaperWork:
         self.shared.adopt()
         t = time.monotonic()
         entry["row"] = w.grid.compute(w.plan, self.cctx)
+        if self.shared.stopping.is_set():  # computed while the reproduction stopped (from cut runs?): not kept
+            raise KeyboardInterrupt(f"a computed entry of {w.grid.name}: stopped by the interrupt")
         return None, time.monotonic() - t, None
 
     # -- in the scheduling thread ----------------------------------------------------------------

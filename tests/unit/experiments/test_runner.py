@@ -322,3 +322,40 @@ def test_a_resumed_reproduction_restores_the_memo_its_reused_entries_left(tmp_pa
         E.reproduce("m", out_dir=out, jobs=1)
         rows = [e["row"] for e in json.loads((out / "m" / "index-quick.json").read_text()).values()]
         assert sorted(r["found"] for r in rows if r["rate"] == 40) == [expected] * 3, with_restore
+
+
+def test_a_run_a_search_makes_while_the_reproduction_stops_is_neither_returned_nor_recorded(tmp_path, monkeypatch):
+    """The interrupt stops the runs being made, which then end early and are collected: a probe cut
+    that way must not be judged (a wait search would take it for a failure and go on probing, as it
+    did on 2026-11-29: 4000 and 3000 ms probes started after the stop) nor kept for the next sitting.
+    After the stop, no new run starts."""
+    import types
+
+    from testbed import api
+    from testbed.experiments.index import RunIndex
+    from testbed.experiments.runner import ComputeContext
+
+    stop = [False]
+    made = []
+
+    def run_one(p, path, sv, root, *a):
+        made.append(sv["rate"])
+        d = tmp_path / "runs" / f"r{len(made)}"
+        (d / "logs").mkdir(parents=True)
+        (d / "logs" / "b1.jsonl").write_text("{}\n")
+        (d / "manifest.json").write_text(json.dumps({"status": "collected"}))
+        stop[0] = True  # the interrupt came while this run was being made
+        return types.SimpleNamespace(path=d)
+
+    monkeypatch.setattr(api, "run_one", run_one)
+    path = str(Path(TINY) / "tiny.yaml")
+    [plan] = [p for p in api.plans(path, {"rate": 10}) if p.repeat_index == 0]
+    index = RunIndex(tmp_path / "index.json")
+    ctx = ComputeContext(paper="p", index=index, stopping=lambda: stop[0])
+    with pytest.raises(KeyboardInterrupt, match="r1: stopped by the interrupt"):
+        ctx.run(plan, path, {"rate": 10}, tmp_path / "runs")
+    assert json.loads((tmp_path / "runs" / "r1" / "manifest.json").read_text())["status"] == "interrupted"
+    assert not index.path.exists()  # nothing recorded
+    with pytest.raises(KeyboardInterrupt, match="being interrupted"):
+        ctx.run(plan, path, {"rate": 10}, tmp_path / "runs")
+    assert made == [10]  # no run started after the stop
