@@ -440,14 +440,14 @@ def load_evidence(run_dirs: list[Path]) -> dict[str, Any]:
 # When a figure's points were measured at loads too different to compare them as they are: the
 # points' mean 1-minute loads differ by at least the machine's cores, i.e. one point's runs shared
 # the CPU with a whole machine's worth more runnable work than another's. Latency grows with load
-# (docs/transactions.md: D-TX +123 ms between idle and load 17-22), so a comparison between such
+# (a calibrated latency moved 123 ms between idle and load 17-22, docs/results/README.md), so a comparison between such
 # points includes the load's effect, which no claim corrects. Said under the figure, never judged.
 UNEVEN_LOAD_CORES = 1.0
 
 
 def measured_runs(e: Entry) -> list[Path]:
     """The runs an entry's values come from: its run, or for a computed entry the ``sample`` run its
-    row names (the transactions' wait search: the probes only choose the wait), else none."""
+    row names (a search's: its probes only choose the value the sample measures at), else none."""
     if e.run is not None:
         return [Path(e.run)]
     sample = (e.row or {}).get("sample")
