@@ -149,9 +149,12 @@ class Context:
         return self.paper.figure(n).references
 
 
+def point_label(point: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(point.items())) or "-"
+
+
 def entry_name(e: Entry) -> str:
-    pt = ",".join(f"{k}={v}" for k, v in sorted(e.point.items()))
-    return f"{e.grid}/{pt or '-'}/r{e.repeat}"
+    return f"{e.grid}/{point_label(e.point)}/r{e.repeat}"
 
 
 Cost = tuple[float, bool] | None  # (workload duration, analysed per run) of a run; None: computed entry
@@ -424,13 +427,10 @@ def load_evidence(run_dirs: list[Path]) -> dict[str, Any]:
     1-minute load average when each workload ended): max, mean, the cores, how many runs had it."""
     ends, cpus = [], None
     for d in run_dirs:
-        try:
-            la = json.loads((Path(d) / "manifest.json").read_text()).get("load_avg") or {}
-        except (OSError, ValueError):
-            continue
-        if la.get("end"):
-            ends.append(float(la["end"][0]))
-            cpus = la.get("cpus") or cpus
+        got = run_load(d)
+        if got is not None:
+            ends.append(got[0])
+            cpus = got[1] or cpus
     if not ends:
         return {}
     return {"load_1m_max": max(ends), "load_1m_mean": sum(ends) / len(ends), "cpus": cpus,
@@ -480,7 +480,7 @@ def figure_loads(paper: Paper, figs: list[int], entries: dict[str, list[Entry]],
         n_cores = cores
         for g in f.grids:
             for e in entries.get(g, []):
-                label = ",".join(f"{k}={v}" for k, v in sorted(e.point.items())) or "-"
+                label = point_label(e.point)
                 for r in measured_runs(e):
                     got = run_load(r)
                     if got is None:
