@@ -3,7 +3,7 @@
 
   base         reproduce.yaml: line of 3 brokers, 1 instance, sequential; D-TX, D-TXNI, S-TX x 3 seeds
                (Fig 5, and the 3-broker / 1-thread / 1-instance point of Figs 6-8)
-  fig6         reproduce.yaml: overlays single, tree5, tree9 x placements (quick: 1, paper: 3) x 3 seeds
+  fig6         reproduce.yaml: overlays single, tree5, tree9 x 3 placements, one seed each (FIG6_REPEATS)
   fig7 / fig8  reproduce.yaml: TXC threads / scenario instances > 1, x 3 seeds
   fig9         fig9.yaml: regular events + dispatch rounds, D-TX, D-TXNI, S-TX x 3 seeds
   wait-*       BL-WAIT, computed entries (``search``): per configuration (line3; the other overlays;
