@@ -751,9 +751,13 @@ class PaperWork:
         """Runs at a time the item counts for: a computed entry that makes runs the most it makes at
         once (``Grid.makes_runs``, at most the paper's jobs), any other one (a pure computed entry
         too: made one at a time when the paper makes runs one at a time)."""
-        if w.grid.compute is not None and w.grid.makes_runs:
+        if self._makes_runs(w):
             return max(1, min(self.jobs, int(w.grid.makes_runs)))
         return 1
+
+    @staticmethod
+    def _makes_runs(w: Work) -> bool:
+        return w.grid.compute is not None and bool(w.grid.makes_runs)
 
     def left(self) -> list[Cost]:
         done = set(self.started)
@@ -764,6 +768,12 @@ class PaperWork:
         from testbed.experiments.schedule import Item
 
         out = []
+        # the computed entries that make runs (searches and their samples) first: they run one after
+        # another (exclusive, below), so behind the grids' runs their chain is the paper's longest
+        # path (a paper-scale wait search: 3-5 probe pairs of up to 15 min); the runs fill the
+        # slots beside it. A pure computed entry keeps its place.
+        chain = sorted(range(len(self.todo)), key=lambda k: not self._makes_runs(self.work[self.todo[k]][0]))
+        pos = {k: n for n, k in enumerate(chain)}
         for k, i in enumerate(self.todo):
             w = self.work[i][0]
             alone = self.paper.alone_for(w.grid, self.scale)
@@ -773,7 +783,7 @@ class PaperWork:
                 group=self.paper.name, cpu=self.cpu_of(w), alone=alone, slots=self.slots_of(w),
                 kind="compute" if w.grid.compute is not None else "run",
                 exclusive=f"compute:{self.paper.name}" if w.grid.compute is not None else "",
-                rank=RANK_ALONE if alone else RANK_SHARED, order=k / len(self.todo),
+                rank=RANK_ALONE if alone else RANK_SHARED, order=pos[k] / len(self.todo),
                 start=(lambda i=i, entry=entry: entry.update(self.announce(i))),
                 do=(lambda w=w, entry=entry: self.compute(w, entry) if w.grid.compute is not None
                     else self.make(w, entry)),

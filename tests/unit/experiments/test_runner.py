@@ -209,6 +209,33 @@ def test_a_grids_items_cost_what_its_runs_measured(tmp_path):
     assert entry["cpu_cores"] == 0.2  # kept for the next reproduction
 
 
+def test_computed_entries_that_make_runs_are_ordered_before_the_runs(tmp_path):
+    """A search's entries run one after another (exclusive per paper): queued behind the grids' runs
+    their chain would start last and end last, so they come first in the paper's order; a pure
+    computed entry and the runs keep the order they were planned in."""
+    from testbed.experiments import runner as R
+
+    paper = Paper(name="c", title="paper c", topology_dir=TINY, analyze=lambda ctx: None,
+                  figures=(Figure(1, "f", ("g", "pure", "search"), "stated"),),
+                  grids=(Grid("g", "tiny.yaml", points={"quick": [{"rate": 10}, {"rate": 40}]}),
+                         Grid("pure", "tiny.yaml", points={"quick": [{"rate": 20}]}, compute=lambda plan, ctx: {}),
+                         Grid("search", "tiny.yaml", points={"quick": [{"rate": 30}]}, compute=lambda plan, ctx: {},
+                              makes_runs=2)))
+    shared = R.Shared(None, R.Tally())
+    shared.running_runs = lambda group: 0
+    pw = R.PaperWork(paper, "quick", None, tmp_path / "out", runs_dir=str(tmp_path / "runs"), provider=None,
+                     progress=lambda s: None, points=None, on_step=None, shared=shared, jobs=4)
+    items = [i for i in pw.items() if i.kind != "analysis"]
+    grids = [pw.work[i][0].grid.name for i in pw.todo]
+    assert grids == ["g"] * 6 + ["pure"] * 3 + ["search"] * 3  # planned in the paper's grid order
+    by_order = sorted(items, key=lambda i: i.order)
+    assert [i.slots for i in by_order[:3]] == [2, 2, 2] and all(i.kind == "compute" for i in by_order[:3])
+    rest = [i.name for i in by_order[3:]]
+    assert rest == [i.name for i in items if i.slots != 2]  # the others in their planned order
+    assert [i.kind for i in by_order[3:]] == ["run"] * 6 + ["compute"] * 3
+    assert all(0 <= i.order < 1 for i in items) and len({i.order for i in items}) == len(items)
+
+
 def test_a_grid_alone_at_one_scale_only_makes_its_runs_alone_there(tmp_path):
     """Grid.alone per scale (mobility's Fig 10 at paper scale: 600-1000 clients saturate the machine
     side by side): the runs of that scale are alone items, the other scale's share the machine."""
