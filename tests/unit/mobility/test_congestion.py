@@ -1,5 +1,6 @@
-"""The brokers' congestion read back from synthetic logs (measure.congestion, congestion_summary,
-msgs_over_time): per-second queue, CPU share and received rate; a window's busiest broker."""
+"""The brokers' congestion read back from synthetic logs (the generic testbed.analysis.congestion,
+which mobility's measure re-exports, and measure.msgs_over_time): per-second queue, CPU share and
+received rate; a window's busiest broker."""
 
 import json
 import math
@@ -7,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from testbed.analysis import congestion as CG
 from testbed.protocols.mobility.analysis import measure as M
 
 T0 = 1_000_000_000_000_000_000
@@ -46,7 +48,7 @@ def run(tmp_path):
 
 
 def test_per_second_rows_of_the_brokers(run):
-    cg = M.congestion(run, {"b1", "b2"})
+    cg = CG.congestion(run, {"b1", "b2"})
     assert set(cg["node"]) == {"b1", "b2"}
     b1 = cg[cg["node"] == "b1"].reset_index(drop=True)
     assert list(b1["max_queued"]) == [0, 1, 30, 40]
@@ -56,23 +58,23 @@ def test_per_second_rows_of_the_brokers(run):
 
 
 def test_the_summary_names_the_busiest_broker_of_a_window(run):
-    cg = M.congestion(run, {"b1", "b2"})
-    late = M.congestion_summary(cg, 2.0, 4.0)
+    cg = CG.congestion(run, {"b1", "b2"})
+    late = CG.congestion_summary(cg, 2.0, 4.0)
     assert late["service"] and late["busy_broker"] == "b1"
     assert late["busy_mean_max"] == pytest.approx(0.9) and late["queue_max"] == 40
     assert late["wait_ms_mean"] == pytest.approx((120 + 160 + 8 + 8) / 4)  # weighted by served (10 each)
-    early = M.congestion_summary(cg, 0.0, 2.0)
+    early = CG.congestion_summary(cg, 0.0, 2.0)
     assert early["busy_broker"] == "b2" and early["busy_mean_max"] == pytest.approx(0.3)
     assert early["queue_max"] == 2
     assert early["cpu_mean_max"] == pytest.approx(0.5) and early["recv_per_s_max"] == pytest.approx(100, rel=1e-4)
 
 
 def test_without_a_service_time_there_is_no_queue_to_report(run):
-    cg = M.congestion(run, {"pubs"})
-    s = M.congestion_summary(cg, 0.0, 4.0)
+    cg = CG.congestion(run, {"pubs"})
+    s = CG.congestion_summary(cg, 0.0, 4.0)
     assert s["service"] is False and s["busy_broker"] is None and math.isnan(s["queue_max"])
     assert s["cpu_max"] == pytest.approx(0.9)
-    assert math.isnan(M.congestion_summary(cg, 10.0, 20.0)["cpu_max"])  # an empty window
+    assert math.isnan(CG.congestion_summary(cg, 10.0, 20.0)["cpu_max"])  # an empty window
 
 
 def test_messages_per_move_over_time():
