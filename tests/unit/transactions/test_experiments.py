@@ -413,14 +413,44 @@ def test_a_search_run_that_failed_to_come_up_is_tried_again(monkeypatch, tmp_pat
                                        "error": "ProviderError: node b1: exited during start-up: address already in use"}]
 
 
+# Figs 7-8 as this machine measured them at paper scale (docs/transactions.md): S-TX saturates its
+# busiest broker, BL-WAIT's wait grows with the threads
+_SAT_LAT = {"blwait": {1: 317, 10: 948}, "stx": {1: 241, 10: 1535}, "dtx": {1: 660, 10: 2728},
+            "dtxni": {1: 628, 10: 2581}}
+_SAT_THR = {"blwait": {1: 3.16, 10: 10.35}, "stx": {1: 4.14, 10: 5.32}, "dtx": {1: 1.52, 10: 3.52},
+            "dtxni": {1: 1.59, 10: 3.66}}
+_SAT_EVIDENCE = {"most": "10 threads", "par": "10 threads", "stx_busy_1": 0.63, "stx_busy_n": 0.94,
+                 "stx_qwait_1": 11.0, "stx_qwait_n": 284.0, "stx_bound": 1 / 0.63, "dtx_busy_1": 0.37,
+                 "dtx_busy_n": 0.91, "dtx_qwait_1": 1.0, "dtx_qwait_n": 60.0, "dtx_bound": 1 / 0.37,
+                 "blwait_busy_n": 0.8, "blwait_qwait_1": 3.0, "blwait_qwait_n": 45.0, "blwait_wait_1": 250,
+                 "blwait_wait_n": 750, "blwait_lat_ratio": 2.99, "blwait_thr_bound": 10 / 2.99}
+
+
 def test_explanations_attach_to_claims_and_cite_measured_causes():
     from testbed.experiments.runner import _explained
 
     lat6 = _sweep({"stx": {1: 60, 9: 60}, "blwait": {1: 50, 9: 200}, "dtxni": {1: 400, 9: 950}, "dtx": {1: 410, 9: 911}})
     steady = rate_drop({b: 1000.0 for b in range(20)}, [(5.2, 6.4)])
-    ids = {c.id for c in T.claims_6(lat6)} | {c.id for c in T.claims_9({"dtx": [steady] * 3, "dtxni": [steady] * 3,
-                                                                       "stx": [steady] * 3})}
+    lat7, thr7 = _sweep(_SAT_LAT), _sweep(_SAT_THR, (0.0, 0.01, -0.01))
+    ids = ({c.id for c in T.claims_6(lat6)} | {c.id for c in T.claims_9({"dtx": [steady] * 3, "dtxni": [steady] * 3,
+                                                                        "stx": [steady] * 3})}
+           | {c.id for c in T.claims_7(lat7, thr7)} | {c.id for c in T.claims_8(lat7, thr7, lat7, thr7)})
     assert set(T.EXPLAINED) <= ids
+    # Figs 7-8: every failing claim with an explanation renders from the brokers' measured queues ...
+    failed = [c for c in T.claims_7(lat7, thr7) + T.claims_8(lat7, thr7, lat7, thr7)
+              if c.verdict == C.FAIL and c.id in T.EXPLAINED]
+    assert len(failed) >= 10
+    for c in failed:
+        d = _explained(T.PAPER, c, {c.figure: _SAT_EVIDENCE})
+        assert d.get("explanation") and not d.get("not_measured"), (c.sentence, d)
+    stx = next(c for c in failed if c.sentence == "S-TX throughput x3.7 from 1 to 10 threads")
+    assert "busy 0.63 of the sequential workload and 0.94 at 10 threads" in _explained(
+        T.PAPER, stx, {7: _SAT_EVIDENCE})["explanation"]
+    assert "1/0.63 = 1.59 times the messages, and S-TX's throughput rose x1.28" in _explained(
+        T.PAPER, stx, {7: _SAT_EVIDENCE})["explanation"]
+    # ... and is "not explained" when the queues were not measured (runs without a service time)
+    nan = dict(_SAT_EVIDENCE, stx_busy_1=math.nan, stx_bound=math.nan)
+    assert "stx_busy_1" in _explained(T.PAPER, stx, {7: nan})["not_measured"]
     c = next(c for c in T.claims_9({"dtx": [steady] * 3, "dtxni": [steady] * 3, "stx": [steady] * 3})
              if c.sentence.startswith("D-TX shows"))
     d = _explained(T.PAPER, c, {9: {"regular_rate": "1000/s"}})

@@ -192,6 +192,65 @@ def phase_totals(run_dirs: Iterable[str | Path]) -> dict[str, float]:
     return {"runs": n, **{k: round(v, 1) for k, v in tot.items()}}
 
 
+# ------------------------------------------------------------------------------ the brokers' queues
+# What the brokers' per-message service time (costs.j2) did to them while the transactions ran:
+# their ``service`` lines (testbed.analysis.congestion) over the transactions' span, from the first
+# ``tx_begin`` + ``QUEUE_SKIP_S`` (the settle's routing flood is over by then) to the last ``tx_end``.
+QUEUE_SKIP_S = 5.0
+_TX_EDGES = ('"tx_begin"', '"tx_end"')
+
+
+def tx_span(run_dir: str | Path) -> tuple[float, float] | None:
+    """(first ``tx_begin``, last ``tx_end``) of one run, seconds since its t0; None without both."""
+    from testbed.analysis.congestion import run_t0_ns
+
+    t0 = run_t0_ns(run_dir)
+    first = last = None
+    for f in sorted((Path(run_dir) / "logs").glob("*.jsonl")):
+        with open(f) as fh:
+            for line in fh:
+                if not any(k in line for k in _TX_EDGES):
+                    continue
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    continue
+                t = int(d.get("t") or 0)
+                if d.get("ev") == "tx_begin":
+                    first = t if first is None else min(first, t)
+                elif d.get("ev") == "tx_end":
+                    last = t if last is None else max(last, t)
+    if first is None or last is None:
+        return None
+    return (first - t0) / 1e9, (last - t0) / 1e9
+
+
+def broker_queues(run_dir: str | Path) -> dict[str, Any]:
+    """The brokers' service queues over one run's transactions (``congestion_summary`` of the span
+    above): the busiest broker, its mean busy fraction (``busy_mean_max``: 1.0 = never idle) and
+    the mean wait of a message in its queue (``wait_ms``, over every broker's served messages
+    weighted by them, ``wait_ms_busiest`` the busiest one's). NaN where the run has no span or no
+    service time."""
+    from testbed.analysis.congestion import congestion, congestion_summary
+
+    out: dict[str, Any] = {"busy_broker": None, "busy_mean_max": math.nan, "wait_ms": math.nan,
+                           "wait_ms_busiest": math.nan}
+    span = tx_span(run_dir)
+    if span is None or span[1] - span[0] <= QUEUE_SKIP_S:
+        return out
+    cg = congestion(run_dir)
+    s = congestion_summary(cg, span[0] + QUEUE_SKIP_S, span[1])
+    if not s["service"]:
+        return out
+    out.update(busy_broker=s["busy_broker"], busy_mean_max=s["busy_mean_max"], wait_ms=s["wait_ms_mean"])
+    b = s["busy_broker"]
+    w = cg[(cg["node"] == b) & (cg["t"] >= span[0] + QUEUE_SKIP_S) & (cg["t"] < span[1])].dropna(subset=["busy"])
+    served = w["served"].fillna(0)
+    if served.sum() > 0:
+        out["wait_ms_busiest"] = float((w["wait_ms"].fillna(0) * served).sum() / served.sum())
+    return out
+
+
 def _row(r) -> dict[str, Any]:
     return {"check": r.name, "passed": bool(r.passed), "violations": int(r.violations),
             "applies": (r.details or {}).get("applies", True),

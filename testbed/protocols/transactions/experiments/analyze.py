@@ -102,6 +102,7 @@ def analyze(ctx) -> None:
         FG.sweep(ctx.figure_path(7), f"Fig 7: TXC threads (3 brokers, 1 instance; {scale})", "TXC threads",
                  lat7, thr7)
         ctx.add(*claims_7(lat7, thr7))
+    lat8: dict[str, dict[int, tuple[float, ...]]] = {}
     if ctx.wants(8):
         lat8 = by_x("lat_mean_ms", "instances", COUNTS[scale], {"threads": 1, "overlay": "line3"})
         thr8 = by_x(THROUGHPUT, "instances", COUNTS[scale], {"threads": 1, "overlay": "line3"})
@@ -138,6 +139,10 @@ def analyze(ctx) -> None:
     conc = [tx_count(scale, "conc", n) for n in COUNTS[scale] if n > 1]
     for f in (7, 8):
         ctx.measure(f, tx_per_run=f"{min(conc)}-{max(conc)}")
+    # the brokers' queues and BL-WAIT's waits, sequential and at the most threads / instances
+    for f, lat in ((7, lat7), (8, lat8 if ctx.wants(8) else {})):
+        if ctx.wants(f):
+            ctx.measure(f, **concurrency_evidence(f, table, dirs, waits, lat, COUNTS[scale]))
     rates = sorted({M.setup(d)["regular_rate"] for d in fig9_dirs.values()} - {None})
     if rates:  # the rate the runs' plans had (fig9.yaml: 0.8 of a broker's capacity under the cost)
         ctx.measure(9, regular_rate="/".join(f"{r:g}/s" for r in rates))
@@ -247,3 +252,45 @@ def _figs_of_key(key: str) -> list[int]:
         return [7, 8] if "/t10/" in key else [7]
     return {"fig6": [6], "wait-overlays": [6], "fig7": [7, 8] if "/t10/" in key else [7], "fig8": [8],
             "wait-instances": [8], "fig9": [9]}.get(grid, [])
+
+
+def concurrency_evidence(fig: int, table: list[dict[str, Any]], dirs: dict[str, str], waits: dict[str, dict[str, Any]],
+                         lat: dict[str, dict[int, tuple[float, ...]]], counts: list[int]) -> dict[str, Any]:
+    """What Figs 7 and 8's explanations cite, measured on this reproduction's runs: per variant
+    ``v``, its busiest broker's mean busy fraction and the mean wait of a message in that broker's
+    queue, sequentially (``v_busy_1``, ``v_qwait_1``) and at the most threads (Fig 7) / instances
+    (Fig 8) (``v_busy_n``, ``v_qwait_n``), each the mean over the runs (seeds) of the point
+    (``measure.broker_queues``); ``stx_bound`` / ``dtx_bound``: the most S-TX's / D-TX's throughput can grow
+    before its busiest broker is never idle (1 / ``v_busy_1``); BL-WAIT's searched waits (``blwait_wait_1``,
+    ``blwait_wait_n``), its latency ratio (``blwait_lat_ratio``, mean over seeds) and the throughput
+    that ratio leaves at n threads (``blwait_thr_bound`` = n / the ratio); ``most``: the point, in words;
+    ``par``: the transactions run side by side there."""
+    from testbed.protocols.transactions.analysis import measure as M
+
+    key, other = ("threads", "instances") if fig == 7 else ("instances", "threads")
+    hi = max(counts)
+    out: dict[str, Any] = {"most": f"{hi} threads" if fig == 7 else f"{4 * hi} clients",
+                           "par": f"{hi} threads" if fig == 7 else f"{hi} instances"}
+
+    def mean(xs: list[float]) -> float:
+        xs = [x for x in xs if not math.isnan(x)]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    for v in ("dtx", "dtxni", "stx", "blwait"):
+        for n, tag in ((1, "1"), (hi, "n")):
+            qs = [M.broker_queues(dirs[r["key"]]) for r in table
+                  if r["variant"] == v and r["overlay"] == "line3" and r[key] == n and r[other] == 1 and r["key"] in dirs]
+            out[f"{v}_busy_{tag}"] = mean([q["busy_mean_max"] for q in qs])
+            out[f"{v}_qwait_{tag}"] = mean([q["wait_ms_busiest"] for q in qs])
+    b1 = out["stx_busy_1"]
+    out["stx_bound"] = 1.0 / b1 if b1 and not math.isnan(b1) else math.nan
+    d1 = out["dtx_busy_1"]
+    out["dtx_bound"] = 1.0 / d1 if d1 and not math.isnan(d1) else math.nan
+    w1 = waits.get(config_name("line3", 1, 1), {}).get("wait_ms")
+    wn = waits.get(config_name("line3", *((hi, 1) if fig == 7 else (1, hi))), {}).get("wait_ms")
+    out["blwait_wait_1"], out["blwait_wait_n"] = w1, wn
+    bl = lat.get("blwait", {})
+    ratios = [b / a for a, b in zip(bl.get(1, ()), bl.get(hi, ())) if a]
+    out["blwait_lat_ratio"] = mean(ratios)
+    out["blwait_thr_bound"] = hi / out["blwait_lat_ratio"] if ratios and out["blwait_lat_ratio"] else math.nan
+    return out

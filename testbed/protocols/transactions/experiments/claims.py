@@ -253,7 +253,48 @@ def claims_wait(fig: int, rows: list[dict[str, Any]]) -> list[C.Claim]:
 # the load average the runs recorded -- or the report says "not explained".
 _FEW = ("{tx_per_run} transactions per run and {n} seeds (the runs' 1-minute load average up to {load_1m_max:.1f} "
         "on {cpus} cores)")
+# Figs 7 and 8 under concurrency: the brokers' queues (analyze.concurrency_evidence, measured on
+# the figure's runs) and BL-WAIT's searched waits
+_QUEUES = ("a message waited {stx_qwait_n:.0f} ms on average in S-TX's busiest broker's queue (that broker "
+           "busy {stx_busy_n:.2f} of the time; 1.0 = never idle), {stx_qwait_1:.0f} ms sequentially (busy {stx_busy_1:.2f})")
+_Q_CITES = ("stx_qwait_n", "stx_busy_n", "stx_qwait_1", "stx_busy_1")
+_STX_THR = Explanation(
+    "S-TX's busiest broker was busy {stx_busy_1:.2f} of the sequential workload and {stx_busy_n:.2f} at {most}: a broker "
+    "busy {stx_busy_1:.2f} of the time can serve at most 1/{stx_busy_1:.2f} = {stx_bound:.2f} times the messages, and "
+    "S-TX's throughput rose x{mean:.2f}", ("stx_busy_1", "stx_busy_n", "stx_bound"))
+_STX_LAT = Explanation("S-TX's latency rose x{mean:.2f}; at {most} " + _QUEUES, _Q_CITES)
+_BL_LAT = Explanation(
+    "BL-WAIT's latency includes its wait, which the search set at {blwait_wait_1} ms sequentially and {blwait_wait_n} ms "
+    "at {most} (the smallest whose probe routed every op 5 correctly), while a message waited {blwait_qwait_n:.0f} ms "
+    "in its busiest broker's queue there (busy {blwait_busy_n:.2f}) against {blwait_qwait_1:.0f} ms sequentially",
+    ("blwait_wait_1", "blwait_wait_n", "blwait_qwait_n", "blwait_busy_n", "blwait_qwait_1"))
+_BL_THR = Explanation(
+    "BL-WAIT's latency rose x{blwait_lat_ratio:.2f} (its searched wait {blwait_wait_1} -> {blwait_wait_n} ms), so "
+    "{par} side by side give at most {blwait_thr_bound:.2f}x the throughput; measured x{mean:.2f}",
+    ("blwait_lat_ratio", "blwait_wait_1", "blwait_wait_n", "blwait_thr_bound"))
+_ORDER = Explanation(
+    "at {most} " + _QUEUES + "; BL-WAIT's busiest broker was busy {blwait_busy_n:.2f} with {blwait_qwait_n:.0f} ms per "
+    "message, D-TX's {dtx_busy_n:.2f} with {dtx_qwait_n:.0f} ms", (*_Q_CITES, "blwait_busy_n", "blwait_qwait_n",
+                                                                    "dtx_busy_n", "dtx_qwait_n"))
 EXPLAINED = {
+    C.claim_id(7, "order S-TX < BL-WAIT < D-TX, D-TXNI at every thread count"): _ORDER,
+    C.claim_id(8, "S-TX best everywhere"): _ORDER,
+    C.claim_id(7, "latency ratio 1 -> 10 threads: BL-WAIT < S-TX < D-TX"): Explanation(
+        "at {most} " + _QUEUES + "; D-TX's busiest broker was busy {dtx_busy_n:.2f} with {dtx_qwait_n:.0f} ms per message "
+        "({dtx_busy_1:.2f} and {dtx_qwait_1:.0f} ms sequentially)", (*_Q_CITES, "dtx_busy_n", "dtx_qwait_n",
+                                                                      "dtx_busy_1", "dtx_qwait_1")),
+    C.claim_id(7, "throughput ratio 1 -> 10 threads: BL-WAIT > S-TX > D-TX > 1"): Explanation(
+        "S-TX's throughput can rise at most x{stx_bound:.2f} before its busiest broker is never idle (busy "
+        "{stx_busy_1:.2f} sequentially, {stx_busy_n:.2f} at {most}); D-TX's busiest was busy {dtx_busy_1:.2f} "
+        "sequentially (at most x{dtx_bound:.2f})", ("stx_bound", "stx_busy_1", "stx_busy_n", "dtx_busy_1", "dtx_bound")),
+    C.claim_id(7, "S-TX throughput x3.7 from 1 to 10 threads"): _STX_THR,
+    C.claim_id(8, "S-TX throughput x7 at 40 clients"): _STX_THR,
+    C.claim_id(7, "S-TX latency x3.0 from 1 to 10 threads"): _STX_LAT,
+    C.claim_id(8, "S-TX latency +50% at 40 clients"): _STX_LAT,
+    C.claim_id(7, "BL-WAIT latency x1.5 from 1 to 10 threads"): _BL_LAT,
+    C.claim_id(8, "BL-WAIT latency +50% at 40 clients"): _BL_LAT,
+    C.claim_id(7, "BL-WAIT throughput x7.0 from 1 to 10 threads"): _BL_THR,
+    C.claim_id(8, "BL-WAIT throughput x7 at 40 clients"): _BL_THR,
     C.claim_id(6, "D-TXNI better than D-TX on large overlays: lat(D-TXNI) < lat(D-TX) at 9"): Explanation(
         "the difference of the means ({mean:.0f} ms) is inside the seeds' spread ({spread:.0f} ms) with " + _FEW,
         ("tx_per_run", "load_1m_max", "cpus")),
