@@ -12,9 +12,23 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
+
+
+def marked_lines(path: str | Path, markers: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """The log lines of ``path`` that contain one of ``markers`` (a cheap pre-filter, e.g.
+    ``'"service"'``; the caller checks ``ev``), parsed; an undecodable line is skipped."""
+    with open(path) as fh:
+        for line in fh:
+            if not any(k in line for k in markers):
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
 
 
 def run_t0_ns(run_dir: str | Path) -> int:
@@ -40,30 +54,23 @@ def congestion(run_dir: str | Path, brokers: set[str] | None = None) -> pd.DataF
             continue
         prev_cpu: tuple[int, float] | None = None
         prev_recv: tuple[int, int] | None = None
-        with open(f) as fh:
-            for line in fh:
-                if not any(k in line for k in _CONG_EVENTS):
-                    continue
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                ev, t = d.get("ev"), int(d.get("t") or 0)
-                sec = round((t - t0) / 1e9)  # the node's periodic lines of one tick share a second
-                row = rows.setdefault((node, sec), {"node": node, "t": (t - t0) / 1e9})
-                if ev == "service":
-                    row.update(queued=d.get("queued"), max_queued=d.get("max_queued"), busy=d.get("busy"),
-                               wait_ms=d.get("wait_ms"), served=d.get("served"))
-                elif ev == "cpu":
-                    c = float(d.get("user_s") or 0) + float(d.get("sys_s") or 0)
-                    if prev_cpu is not None and t > prev_cpu[0]:
-                        row["cpu_share"] = (c - prev_cpu[1]) / ((t - prev_cpu[0]) / 1e9)
-                    prev_cpu = (t, c)
-                elif ev == "stats":
-                    n = int(d.get("received") or 0)
-                    if prev_recv is not None and t > prev_recv[0]:
-                        row["recv_per_s"] = (n - prev_recv[1]) / ((t - prev_recv[0]) / 1e9)
-                    prev_recv = (t, n)
+        for d in marked_lines(f, _CONG_EVENTS):
+            ev, t = d.get("ev"), int(d.get("t") or 0)
+            sec = round((t - t0) / 1e9)  # the node's periodic lines of one tick share a second
+            row = rows.setdefault((node, sec), {"node": node, "t": (t - t0) / 1e9})
+            if ev == "service":
+                row.update(queued=d.get("queued"), max_queued=d.get("max_queued"), busy=d.get("busy"),
+                           wait_ms=d.get("wait_ms"), served=d.get("served"))
+            elif ev == "cpu":
+                c = float(d.get("user_s") or 0) + float(d.get("sys_s") or 0)
+                if prev_cpu is not None and t > prev_cpu[0]:
+                    row["cpu_share"] = (c - prev_cpu[1]) / ((t - prev_cpu[0]) / 1e9)
+                prev_cpu = (t, c)
+            elif ev == "stats":
+                n = int(d.get("received") or 0)
+                if prev_recv is not None and t > prev_recv[0]:
+                    row["recv_per_s"] = (n - prev_recv[1]) / ((t - prev_recv[0]) / 1e9)
+                prev_recv = (t, n)
     if not rows:
         return pd.DataFrame(columns=CONGESTION_COLUMNS)
     df = pd.DataFrame(list(rows.values()))

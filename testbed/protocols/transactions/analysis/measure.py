@@ -202,24 +202,17 @@ _TX_EDGES = ('"tx_begin"', '"tx_end"')
 
 def tx_span(run_dir: str | Path) -> tuple[float, float] | None:
     """(first ``tx_begin``, last ``tx_end``) of one run, seconds since its t0; None without both."""
-    from testbed.analysis.congestion import run_t0_ns
+    from testbed.analysis.congestion import marked_lines, run_t0_ns
 
     t0 = run_t0_ns(run_dir)
     first = last = None
     for f in sorted((Path(run_dir) / "logs").glob("*.jsonl")):
-        with open(f) as fh:
-            for line in fh:
-                if not any(k in line for k in _TX_EDGES):
-                    continue
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                t = int(d.get("t") or 0)
-                if d.get("ev") == "tx_begin":
-                    first = t if first is None else min(first, t)
-                elif d.get("ev") == "tx_end":
-                    last = t if last is None else max(last, t)
+        for d in marked_lines(f, _TX_EDGES):
+            t = int(d.get("t") or 0)
+            if d.get("ev") == "tx_begin":
+                first = t if first is None else min(first, t)
+            elif d.get("ev") == "tx_end":
+                last = t if last is None else max(last, t)
     if first is None or last is None:
         return None
     return (first - t0) / 1e9, (last - t0) / 1e9
