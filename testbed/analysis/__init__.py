@@ -18,6 +18,7 @@ Layout (each module's docstring has the details):
     checks.py     CheckResult, summarize(): what every protocol's checks return
     metrics.py    latency per site pair, delivered rate, per-fault counts
     figures.py    generic figures (latency CDF, delivered rate)
+    congestion.py the brokers' service queue, CPU and received rate per second (plain Python over the logs)
     report.py     report.md, checks.json, metrics.json
     job.py        analyze(): the phases in order
     synthetic.py  a synthetic pub/sub run directory (tests, benchmarks, trying things out)

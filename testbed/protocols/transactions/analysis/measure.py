@@ -22,6 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
+from testbed.analysis.congestion import congestion, congestion_summary, marked_lines, run_t0_ns
+
 
 def _plan(run_dir: str | Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / "plan.json").read_text())
@@ -202,8 +204,6 @@ _TX_EDGES = ('"tx_begin"', '"tx_end"')
 
 def tx_span(run_dir: str | Path) -> tuple[float, float] | None:
     """(first ``tx_begin``, last ``tx_end``) of one run, seconds since its t0; None without both."""
-    from testbed.analysis.congestion import marked_lines, run_t0_ns
-
     t0 = run_t0_ns(run_dir)
     first = last = None
     for f in sorted((Path(run_dir) / "logs").glob("*.jsonl")):
@@ -224,23 +224,19 @@ def broker_queues(run_dir: str | Path) -> dict[str, Any]:
     the mean wait of a message in its queue (``wait_ms``, over every broker's served messages
     weighted by them, ``wait_ms_busiest`` the busiest one's). NaN where the run has no span or no
     service time."""
-    from testbed.analysis.congestion import congestion, congestion_summary
-
     out: dict[str, Any] = {"busy_broker": None, "busy_mean_max": math.nan, "wait_ms": math.nan,
                            "wait_ms_busiest": math.nan}
     span = tx_span(run_dir)
     if span is None or span[1] - span[0] <= QUEUE_SKIP_S:
         return out
     cg = congestion(run_dir)
-    s = congestion_summary(cg, span[0] + QUEUE_SKIP_S, span[1])
+    window = (span[0] + QUEUE_SKIP_S, span[1])
+    s = congestion_summary(cg, *window)
     if not s["service"]:
         return out
-    out.update(busy_broker=s["busy_broker"], busy_mean_max=s["busy_mean_max"], wait_ms=s["wait_ms_mean"])
     b = s["busy_broker"]
-    w = cg[(cg["node"] == b) & (cg["t"] >= span[0] + QUEUE_SKIP_S) & (cg["t"] < span[1])].dropna(subset=["busy"])
-    served = w["served"].fillna(0)
-    if served.sum() > 0:
-        out["wait_ms_busiest"] = float((w["wait_ms"].fillna(0) * served).sum() / served.sum())
+    out.update(busy_broker=b, busy_mean_max=s["busy_mean_max"], wait_ms=s["wait_ms_mean"],
+               wait_ms_busiest=congestion_summary(cg[cg["node"] == b], *window)["wait_ms_mean"])
     return out
 
 

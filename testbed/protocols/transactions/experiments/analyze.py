@@ -140,7 +140,7 @@ def analyze(ctx) -> None:
     for f in (7, 8):
         ctx.measure(f, tx_per_run=f"{min(conc)}-{max(conc)}")
     # the brokers' queues and BL-WAIT's waits, sequential and at the most threads / instances
-    for f, lat in ((7, lat7), (8, lat8 if ctx.wants(8) else {})):
+    for f, lat in ((7, lat7), (8, lat8)):
         if ctx.wants(f):
             ctx.measure(f, **concurrency_evidence(f, table, dirs, waits, lat, COUNTS[scale]))
     rates = sorted({M.setup(d)["regular_rate"] for d in fig9_dirs.values()} - {None})
@@ -279,13 +279,12 @@ def concurrency_evidence(fig: int, table: list[dict[str, Any]], dirs: dict[str, 
     for v in ("dtx", "dtxni", "stx", "blwait"):
         for n, tag in ((1, "1"), (hi, "n")):
             qs = [M.broker_queues(dirs[r["key"]]) for r in table
-                  if r["variant"] == v and r["overlay"] == "line3" and r[key] == n and r[other] == 1 and r["key"] in dirs]
+                  if r["variant"] == v and r["overlay"] == "line3" and r[key] == n and r[other] == 1]
             out[f"{v}_busy_{tag}"] = mean([q["busy_mean_max"] for q in qs])
             out[f"{v}_qwait_{tag}"] = mean([q["wait_ms_busiest"] for q in qs])
-    b1 = out["stx_busy_1"]
-    out["stx_bound"] = 1.0 / b1 if b1 and not math.isnan(b1) else math.nan
-    d1 = out["dtx_busy_1"]
-    out["dtx_bound"] = 1.0 / d1 if d1 and not math.isnan(d1) else math.nan
+    for v in ("stx", "dtx"):
+        b1 = out[f"{v}_busy_1"]
+        out[f"{v}_bound"] = 1.0 / b1 if b1 and not math.isnan(b1) else math.nan
     w1 = waits.get(config_name("line3", 1, 1), {}).get("wait_ms")
     wn = waits.get(config_name("line3", *((hi, 1) if fig == 7 else (1, hi))), {}).get("wait_ms")
     out["blwait_wait_1"], out["blwait_wait_n"] = w1, wn
