@@ -426,6 +426,14 @@ _SAT_EVIDENCE = {"most": "10 threads", "par": "10 threads", "stx_busy_1": 0.63, 
                  "blwait_wait_n": 750, "blwait_lat_ratio": 2.99, "blwait_thr_bound": 10 / 2.99}
 
 
+_WORK_EVIDENCE = {"lo": 1, "hi": 9, "blwait_wait_lo": 250, "blwait_wait_hi": 350,
+                  **{f"{v}_{k}": x for v, (w1, w9) in {"dtx": (180.0, 810.0), "dtxni": (170.0, 790.0),
+                                                         "stx": (90.0, 330.0), "blwait": (20.0, 60.0)}.items()
+                     for k, x in (("work_lo", w1), ("work_hi", w9), ("msgs_lo", w1 / 15), ("msgs_hi", w9 / 15),
+                                  ("ms_per_msg_lo", 15.0), ("ms_per_msg_hi", 15.0), ("work_ratio", w9 / w1),
+                                  ("lat_ratio", w9 / w1))}}
+
+
 def test_explanations_attach_to_claims_and_cite_measured_causes():
     from testbed.experiments.runner import _explained
 
@@ -451,6 +459,19 @@ def test_explanations_attach_to_claims_and_cite_measured_causes():
     # ... and is "not explained" when the queues were not measured (runs without a service time)
     nan = dict(_SAT_EVIDENCE, stx_busy_1=math.nan, stx_bound=math.nan)
     assert "stx_busy_1" in _explained(T.PAPER, stx, {7: nan})["not_measured"]
+    # Fig 6: every failing claim on the overlays renders from the brokers' measured work per transaction
+    bad6 = _sweep({"stx": {1: 118, 9: 362}, "blwait": {1: 280, 9: 420}, "dtxni": {1: 216, 9: 979},
+                   "dtx": {1: 223, 9: 998}})
+    failed6 = [c for c in T.claims_6(bad6) if c.verdict == C.FAIL and c.id in T.EXPLAINED]
+    assert {c.sentence for c in failed6} >= {"D-TX latency 9 / 1 brokers about 2.22x", "S-TX about 60 ms at 9 brokers",
+                                             "D-TX about 410 ms at 1 broker", "order S-TX < BL-WAIT < D-TXNI at every size"}
+    for c in failed6:
+        d = _explained(T.PAPER, c, {6: _WORK_EVIDENCE})
+        assert d.get("explanation") and not d.get("not_measured"), (c.sentence, d)
+    dtx = next(c for c in failed6 if c.sentence == "D-TX latency 9 / 1 brokers about 2.22x")
+    assert ("a transaction cost the brokers 180 ms of service (12.0 messages served at 15.0 ms) on 1 "
+            "broker and 810 ms of service (54.0 messages served at 15.0 ms) on 9, x4.50") in _explained(T.PAPER, dtx, {6: _WORK_EVIDENCE})["explanation"]
+    assert "dtx_work_hi" in _explained(T.PAPER, dtx, {6: dict(_WORK_EVIDENCE, dtx_work_hi=math.nan)})["not_measured"]
     c = next(c for c in T.claims_9({"dtx": [steady] * 3, "dtxni": [steady] * 3, "stx": [steady] * 3})
              if c.sentence.startswith("D-TX shows"))
     d = _explained(T.PAPER, c, {9: {"regular_rate": "1000/s"}})

@@ -73,3 +73,53 @@ def test_concurrency_evidence_averages_the_seeds_and_bounds_the_throughput(tmp_p
     ev8 = concurrency_evidence(8, table, dirs, waits, {}, [1, 2, 5, 10])
     assert ev8["most"] == "40 clients" and ev8["blwait_wait_n"] == 700
     assert math.isnan(ev8["stx_busy_n"]) and math.isnan(ev8["blwait_lat_ratio"])
+
+
+def _ends(run, times_s):
+    """Committed ``tx_end`` lines at ``times_s`` (and one aborted one) added to the run's client log."""
+    lines = [{"t": T0 + int(t * S), "node": "a", "ev": "tx_end", "tx": f"e{i}", "outcome": "committed",
+              "latency_ms": 5.0} for i, t in enumerate(times_s)]
+    lines.append({"t": T0 + 20 * S, "node": "a", "ev": "tx_end", "tx": "ab", "outcome": "aborted", "latency_ms": -1})
+    with open(f"{run}/logs/a.jsonl", "a") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_broker_work_is_the_service_and_messages_per_transaction_in_the_window(tmp_path):
+    run = _run(tmp_path, "r", busy=0.6, wait_ms=12.0)
+    _ends(run, [12, 16, 20, 30, 39])  # the one at 12 s ends before first + 5 s: not counted (nor the abort)
+    w = M.broker_work(run)
+    # [15 s, 40 s): 25 lines per broker, 10 served each; b1 busy 0.6, b2 0.06 of 1 s intervals;
+    # 5 committed ends in the window (16, 20, 30, 39 and _run's own at 40)
+    assert w["tx"] == 5
+    assert w["served_per_tx"] == pytest.approx(2 * 25 * 10 / 5)
+    assert w["service_ms_per_tx"] == pytest.approx(1000 * 25 * (0.6 + 0.06) / 5)
+    assert w["ms_per_msg"] == pytest.approx(1000 * 25 * 0.66 / 500)
+    # no service time: nothing measured
+    bare = _run(tmp_path, "s", busy=0.6, wait_ms=12.0)
+    for f in ("b1", "b2"):
+        (tmp_path / "s" / "logs" / f"{f}.jsonl").write_text("")
+    assert math.isnan(M.broker_work(bare)["service_ms_per_tx"])
+
+
+def test_overlay_evidence_compares_the_smallest_and_largest_overlay(tmp_path):
+    from testbed.protocols.transactions.experiments.analyze import overlay_evidence
+
+    table, dirs = [], {}
+    for v, b_lo, b_hi in (("stx", 0.1, 0.3), ("dtx", 0.2, 0.8), ("dtxni", 0.2, 0.7), ("blwait", 0.05, 0.1)):
+        for o, busy in (("single", b_lo), ("line3", (b_lo + b_hi) / 2), ("tree9", b_hi)):
+            for p in range(3):
+                key = f"{v}/{o}/p{p}"
+                dirs[key] = _run(tmp_path, key.replace("/", "-"), busy, 1.0)
+                table.append({"key": key, "variant": v, "overlay": o, "threads": 1, "instances": 1})
+    waits = {"single": {"wait_ms": 250}, "line3": {"wait_ms": 250}, "tree9": {"wait_ms": 350}}
+    lat = {"dtx": {1: (200.0, 210.0, 220.0), 9: (800.0, 840.0, 880.0)}}
+    ev = overlay_evidence(table, dirs, waits, lat)
+    assert (ev["lo"], ev["hi"]) == (1, 9) and (ev["blwait_wait_lo"], ev["blwait_wait_hi"]) == (250, 350)
+    # one transaction ends in each synthetic window (at 40 s): the work is the window's whole service
+    assert ev["dtx_work_lo"] == pytest.approx(1000 * 25 * 0.22)
+    assert ev["dtx_work_ratio"] == pytest.approx(0.8 / 0.2) and ev["stx_work_ratio"] == pytest.approx(3.0)
+    assert ev["dtx_msgs_hi"] == pytest.approx(500) and ev["dtx_ms_per_msg_hi"] == pytest.approx(1000 * 25 * 0.88 / 500)
+    assert ev["dtx_lat_ratio"] == pytest.approx(4.0)
+    assert math.isnan(ev["stx_lat_ratio"])  # no latencies given for S-TX
+    # one overlay only: nothing to compare
+    assert overlay_evidence([r for r in table if r["overlay"] == "tree9"], dirs, waits, lat)["lo"] is None

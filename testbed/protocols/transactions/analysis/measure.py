@@ -240,6 +240,45 @@ def broker_queues(run_dir: str | Path) -> dict[str, Any]:
     return out
 
 
+def broker_work(run_dir: str | Path) -> dict[str, Any]:
+    """What one transaction cost the brokers in one run, over the window of :func:`broker_queues`
+    (the first ``tx_begin`` + ``QUEUE_SKIP_S`` to the last ``tx_end``): the messages they served
+    (``served_per_tx``, summed over every broker) and the service time they spent
+    (``service_ms_per_tx``: each ``service`` line's busy fraction x its interval, summed), per
+    committed transaction that ended in the window; ``ms_per_msg`` is the one over the other, and
+    ``tx`` the transactions counted. A sequential run's transaction waits for every message on its
+    path, so this is the broker cost the latency carries as the overlay grows (Fig 6). NaN where
+    the run has no span, no service time or no transaction ended in the window."""
+    out: dict[str, Any] = {"served_per_tx": math.nan, "service_ms_per_tx": math.nan, "ms_per_msg": math.nan,
+                           "tx": 0}
+    span = tx_span(run_dir)
+    if span is None or span[1] - span[0] <= QUEUE_SKIP_S:
+        return out
+    lo, hi = span[0] + QUEUE_SKIP_S, span[1]
+    t0 = run_t0_ns(run_dir)
+    ended = 0
+    for f in sorted((Path(run_dir) / "logs").glob("*.jsonl")):
+        for d in marked_lines(f, ('"tx_end"',)):
+            if d.get("ev") == "tx_end" and d.get("outcome", "committed") == "committed":
+                t = (int(d.get("t") or 0) - t0) / 1e9
+                ended += lo <= t <= hi
+    cg = congestion(run_dir)
+    s = cg.dropna(subset=["busy"]) if len(cg) else cg
+    if not ended or not len(s):
+        return out
+    served = busy_s = 0.0
+    for _, g in s.groupby("node"):
+        g = g.sort_values("t")
+        dt = g["t"].diff()
+        dt = dt.fillna(dt.median() if dt.notna().any() else 1.0)  # a line covers the interval before it
+        w = (g["t"] >= lo) & (g["t"] < hi)
+        served += float(g.loc[w, "served"].fillna(0).sum())
+        busy_s += float((g.loc[w, "busy"] * dt[w]).sum())
+    out.update(tx=ended, served_per_tx=served / ended, service_ms_per_tx=1000 * busy_s / ended,
+               ms_per_msg=1000 * busy_s / served if served else math.nan)
+    return out
+
+
 def _row(r) -> dict[str, Any]:
     return {"check": r.name, "passed": bool(r.passed), "violations": int(r.violations),
             "applies": (r.details or {}).get("applies", True),

@@ -84,8 +84,8 @@ def analyze(ctx) -> None:
                       lat, thr, [("dtx", 570, "paper", "latency"), ("blwait", 190, "paper", "latency"),
                                  ("stx", 20, "paper", "throughput"), ("blwait", 5, "paper", "throughput")])
         ctx.add(*claims_5(lat, thr, tl))
+    lat6: dict[str, dict[int, tuple[float, ...]]] = {}
     if ctx.wants(6):
-        lat6: dict[str, dict[int, tuple[float, ...]]] = {}
         thr6: dict[str, dict[int, tuple[float, ...]]] = {}
         for o, n in OVERLAYS.items():
             for v, vals in pick("lat_mean_ms", overlay=o, **seq).items():
@@ -143,6 +143,8 @@ def analyze(ctx) -> None:
     for f, lat in ((7, lat7), (8, lat8)):
         if ctx.wants(f):
             ctx.measure(f, **concurrency_evidence(f, table, dirs, waits, lat, COUNTS[scale]))
+    if ctx.wants(6):  # the brokers' work per transaction at the smallest and the largest overlay
+        ctx.measure(6, **overlay_evidence(table, dirs, waits, lat6))
     rates = sorted({M.setup(d)["regular_rate"] for d in fig9_dirs.values()} - {None})
     if rates:  # the rate the runs' plans had (fig9.yaml: 0.8 of a broker's capacity under the cost)
         ctx.measure(9, regular_rate="/".join(f"{r:g}/s" for r in rates))
@@ -292,4 +294,43 @@ def concurrency_evidence(fig: int, table: list[dict[str, Any]], dirs: dict[str, 
     ratios = [b / a for a, b in zip(bl.get(1, ()), bl.get(hi, ())) if a]
     out["blwait_lat_ratio"] = mean(ratios)
     out["blwait_thr_bound"] = hi / out["blwait_lat_ratio"] if ratios and out["blwait_lat_ratio"] else math.nan
+    return out
+
+
+def overlay_evidence(table: list[dict[str, Any]], dirs: dict[str, str], waits: dict[str, dict[str, Any]],
+                     lat: dict[str, dict[int, tuple[float, ...]]]) -> dict[str, Any]:
+    """What Fig 6's explanations cite, measured on this reproduction's sequential runs at the
+    smallest (``lo``) and the largest (``hi``) overlay: per variant ``v`` the messages the brokers
+    served per transaction (``v_msgs_lo``, ``v_msgs_hi``) and their service time per transaction
+    (``v_work_lo``, ``v_work_hi``, ms), each the mean over the point's runs (placements x seeds,
+    ``measure.broker_work``), the growth of that work (``v_work_ratio`` = hi / lo), the broker time
+    per served message (``v_ms_per_msg_lo``, ``v_ms_per_msg_hi``) and the latency's growth
+    (``v_lat_ratio``, the mean of the per-sample ratios); BL-WAIT's searched waits at both sizes
+    (``blwait_wait_lo``, ``blwait_wait_hi``); ``lo`` / ``hi``: the sizes, in brokers."""
+    from testbed.protocols.transactions.analysis import measure as M
+
+    sizes = {o: n for o, n in OVERLAYS.items()
+             if any(r["overlay"] == o and r["threads"] == 1 and r["instances"] == 1 for r in table)}
+    out: dict[str, Any] = {"lo": None, "hi": None, "blwait_wait_lo": None, "blwait_wait_hi": None}
+    if len(sizes) < 2:
+        return out
+    (o_lo, lo), (o_hi, hi) = min(sizes.items(), key=lambda kv: kv[1]), max(sizes.items(), key=lambda kv: kv[1])
+    out.update(lo=lo, hi=hi, blwait_wait_lo=waits.get(config_name(o_lo), {}).get("wait_ms"),
+               blwait_wait_hi=waits.get(config_name(o_hi), {}).get("wait_ms"))
+
+    def mean(xs: list[float]) -> float:
+        xs = [x for x in xs if not math.isnan(x)]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    for v in ("dtx", "dtxni", "stx", "blwait"):
+        for o, tag in ((o_lo, "lo"), (o_hi, "hi")):
+            ws = [M.broker_work(dirs[r["key"]]) for r in table
+                  if r["variant"] == v and r["overlay"] == o and r["threads"] == 1 and r["instances"] == 1]
+            out[f"{v}_msgs_{tag}"] = mean([w["served_per_tx"] for w in ws])
+            out[f"{v}_work_{tag}"] = mean([w["service_ms_per_tx"] for w in ws])
+            out[f"{v}_ms_per_msg_{tag}"] = mean([w["ms_per_msg"] for w in ws])
+        a, b = out[f"{v}_work_lo"], out[f"{v}_work_hi"]
+        out[f"{v}_work_ratio"] = b / a if a and not math.isnan(a) and not math.isnan(b) else math.nan
+        by = lat.get(v, {})
+        out[f"{v}_lat_ratio"] = mean([y / x for x, y in zip(by.get(lo, ()), by.get(hi, ())) if x])
     return out
