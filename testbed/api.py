@@ -307,8 +307,13 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
         timeline = runner.run_actions(list(plan.actions),
                                       until_s=plan.duration_s + (drain_s(plan) if finishing else DRAIN_S),
                                       end_when_finished=finishing)
+        exited = runner.exited()
     finally:
         runner.stop()
+    if exited:  # recorded now (a background controller's run shows it in status); run_one raises
+        session.run.update_manifest(exited_outside_schedule={
+            n: {"reason": why, "at_s": round(runner.now_s(), 3)} for n, why in sorted(exited.items())})
+        progress("node(s) exited outside the failure schedule: " + ", ".join(sorted(exited)))
     if runner.finished_s is not None:
         session.run.update_manifest(workload_end_s=round(runner.finished_s, 3), ended="finished")
     session.run.modify_manifest(lambda m: m.update(status="workload-done", load_avg={
@@ -514,6 +519,12 @@ def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Pro
         t = time.monotonic()
         teardown(session.run, progress)
         session.run.update_manifest(down_s=time.monotonic() - t)
+    exited = session.run.manifest.get("exited_outside_schedule")
+    if exited:  # its logs are collected (nothing lost), but its history is not the plan's: not a run
+        session.run.update_manifest(status="failed")
+        raise RunError(f"{session.run.path}: " + "; ".join(
+            f"node {n} exited during the workload (seen at {e['at_s']:g} s), outside the failure schedule: "
+            f"{e['reason']}" for n, e in exited.items()) + " (the run is marked failed)")
     return session.run
 
 

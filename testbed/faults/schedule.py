@@ -391,6 +391,8 @@ class ScheduleRunner:
         while self.now_s() < until_s:
             if not self._sleep_until(min(until_s, max(0.0, self.now_s()) + FINISH_POLL_S)):
                 return
+            if self.exited():  # a node's process is gone outside the schedule: the run is not valid
+                return
             calls = [(n, "status", {}) for n in self.deployment.endpoints if n not in self.down_nodes]
             done = all_finished(self.controls.call_many(calls))
             if done is None:  # no node's work has an end: the planned duration
@@ -400,6 +402,20 @@ class ScheduleRunner:
                 self.finished_s = self.now_s()
                 self._sleep_until(min(until_s, self.finished_s + DRAIN_S))
                 return
+
+    def exited(self) -> dict[str, str]:
+        """The nodes whose process is gone although the schedule did not crash them (or restarted
+        them since), node -> the provider's reason (the node's last words): e.g. a node that raised,
+        or one killed from outside (another session's ``testbed wipe`` removes every testbed process
+        on the machine). Only a provider that can tell (``Provider.dead_reason``, the local one)
+        reports any."""
+        with self._lock:
+            down = set(self.down_nodes)
+        out = {}
+        for n in self.deployment.endpoints:
+            if n not in down and (why := self.provider.dead_reason(self.run, n)) is not None:
+                out[n] = why
+        return out
 
     def _sleep_until(self, at_s: float) -> bool:
         target = self.t0_mono + at_s

@@ -104,3 +104,27 @@ def test_stop_schedules_ends_a_runs_wait_for_its_planned_end(tmp_path):
     assert api.stop_schedules() >= 1
     t.join(timeout=30)
     assert not t.is_alive() and out == [[]]
+
+
+class GoneProvider(SlowProvider):
+    """Every node in ``gone`` has no process (its last words: the reason)."""
+
+    def __init__(self, gone: dict[str, str]):
+        super().__init__({})
+        self.gone = gone
+
+    def dead_reason(self, run, node):
+        return self.gone.get(node)
+
+
+def test_exited_names_the_nodes_gone_outside_the_schedule_not_the_ones_it_crashed(tmp_path):
+    run = RunDir.create(tmp_path, "run-1")
+    dep = Deployment("run-1", "slow", "userspace", {n: None for n in ("a", "b", "c")}, {})
+    p = GoneProvider({"a": "Traceback: boom", "b": "no output (see the stderr file)"})
+    r = ScheduleRunner(run, p, dep, controls=None)
+    r.t0_mono = time.monotonic()
+    assert r.exited() == {"a": "Traceback: boom", "b": "no output (see the stderr file)"}
+    r.run_actions([Action(at_s=0.0, op="crash", fault=0, target=("b",))])  # b: the schedule's crash
+    assert r.exited() == {"a": "Traceback: boom"}
+    p.gone.clear()
+    assert r.exited() == {}
