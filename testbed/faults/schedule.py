@@ -407,13 +407,15 @@ class ScheduleRunner:
         """The nodes whose process is gone although the schedule did not crash them (or restarted
         them since), node -> the provider's reason (the node's last words): e.g. a node that raised,
         or one killed from outside (another session's ``testbed wipe`` removes every testbed process
-        on the machine). Only a provider that can tell (``Provider.dead_reason``, the local one)
-        reports any."""
+        on the machine); not one the plan's memory limit ended (``Provider.killed_by_limit``: the
+        OOM kill is recorded as a crash at ``down``). Only a provider that can tell
+        (``Provider.dead_reason``, the local one) reports any."""
         with self._lock:
             down = set(self.down_nodes)
         out = {}
         for n in self.deployment.endpoints:
-            if n not in down and (why := self.provider.dead_reason(self.run, n)) is not None:
+            if n not in down and (why := self.provider.dead_reason(self.run, n)) is not None \
+                    and not self.provider.killed_by_limit(self.run, n):  # an OOM kill: a crash at down
                 out[n] = why
         return out
 

@@ -90,6 +90,12 @@ class Provider(ABC):
         provider cannot tell. Used while waiting for a restarted node to answer."""
         return None
 
+    def killed_by_limit(self, run: "RunDir", node: str) -> bool:
+        """True if the node's process was ended by the plan's own resource limit (the kernel's
+        OOM killer under its ``memory``): a crash the provider records in the timeline at
+        ``down`` (testbed/runs/oom.py), not a node gone outside the run's model. Default: False."""
+        return False
+
     def confirm_node(self, run: "RunDir", node: str, ping: dict) -> None:
         """Raise ProviderError unless the process that answered ``ping`` (an authenticated reply:
         it holds the run secret) is the one this provider started for ``node`` (e.g. its pid).

@@ -263,6 +263,13 @@ class LocalProvider(Provider):
     def dead_reason(self, run: RunDir, node: str) -> str | None:
         return self._dead_reason(run, node, run.state)
 
+    def killed_by_limit(self, run: RunDir, node: str) -> bool:
+        host = run.plan().nodes[node].host
+        try:
+            return cgroups.oom_kills(run.run_id, host, node) > 0
+        except (OSError, cgroups.CgroupError):
+            return False
+
     def confirm_node(self, run: RunDir, node: str, ping: dict) -> None:
         pid = run.state.get("pids", {}).get(node)
         if pid is None or ping.get("pid") != pid:

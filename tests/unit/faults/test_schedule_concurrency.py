@@ -113,8 +113,13 @@ class GoneProvider(SlowProvider):
         super().__init__({})
         self.gone = gone
 
+        self.oom: set[str] = set()
+
     def dead_reason(self, run, node):
         return self.gone.get(node)
+
+    def killed_by_limit(self, run, node):
+        return node in self.oom
 
 
 def test_exited_names_the_nodes_gone_outside_the_schedule_not_the_ones_it_crashed(tmp_path):
@@ -126,5 +131,7 @@ def test_exited_names_the_nodes_gone_outside_the_schedule_not_the_ones_it_crashe
     assert r.exited() == {"a": "Traceback: boom", "b": "no output (see the stderr file)"}
     r.run_actions([Action(at_s=0.0, op="crash", fault=0, target=("b",))])  # b: the schedule's crash
     assert r.exited() == {"a": "Traceback: boom"}
+    p.oom.add("a")  # ended by the plan's memory limit: recorded as a crash at down, not "exited"
+    assert r.exited() == {}
     p.gone.clear()
     assert r.exited() == {}
