@@ -92,6 +92,10 @@ def node_process_ids(client, cid: str) -> tuple[list[int], int]:
     """(real, effective, saved, fs uids) and the effective capability mask of a container's node
     process, from /proc/<pid>/status on this machine (the engine's)."""
     pid = client.api.inspect_container(cid)["State"]["Pid"]
+    for _ in range(100):  # a container just started may still be runc's init, before its exec
+        if b"runc" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.05)
     status = Path(f"/proc/{pid}/status").read_text()
     fields = dict(ln.split(":", 1) for ln in status.splitlines() if ":" in ln)
     assert "testbed.nodes" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
