@@ -311,8 +311,13 @@ def schedule(session: Session, on_event: OnEvent, progress: Progress) -> list[di
     finally:
         runner.stop()
     if exited:  # recorded now (a background controller's run shows it in status); run_one raises
+        from testbed.runs.oom import last_log_t_s
+
+        seen = round(runner.now_s(), 3)
         session.run.update_manifest(exited_outside_schedule={
-            n: {"reason": why, "at_s": round(runner.now_s(), 3)} for n, why in sorted(exited.items())})
+            n: {"reason": why, "at_s": seen,  # when it was seen gone; its last log line, when it still ran
+                "last_log_s": last_log_t_s(Path(session.provider.logs_path(session.run, n)), runner.t0_wall_ns)}
+            for n, why in sorted(exited.items())})
         progress("node(s) exited outside the failure schedule: " + ", ".join(sorted(exited)))
     if runner.finished_s is not None:
         session.run.update_manifest(workload_end_s=round(runner.finished_s, 3), ended="finished")
@@ -522,10 +527,16 @@ def run_one(plan, path: str, set_vars: dict[str, Any], root: Path, progress: Pro
     exited = session.run.manifest.get("exited_outside_schedule")
     if exited:  # its logs are collected (nothing lost), but its history is not the plan's: not a run
         session.run.update_manifest(status="failed")
-        raise RunError(f"{session.run.path}: " + "; ".join(
-            f"node {n} exited during the workload (seen at {e['at_s']:g} s), outside the failure schedule: "
-            f"{e['reason']}" for n, e in exited.items()) + " (the run is marked failed)")
+        raise RunError(f"{session.run.path}: " + "; ".join(_exit_line(n, e) for n, e in exited.items())
+                       + " (the run is marked failed)")
     return session.run
+
+
+def _exit_line(node: str, e: dict[str, Any]) -> str:
+    when = f"seen gone at {e['at_s']:g} s"
+    if e.get("last_log_s") is not None:
+        when = f"last logged at {e['last_log_s']:.3f} s, {when}"
+    return f"node {node} exited during the workload ({when}), outside the failure schedule: {e['reason']}"
 
 
 def run_checks(rd: RunDir) -> list[dict[str, Any]]:

@@ -87,7 +87,8 @@ class Provider(ABC):
 
     def dead_reason(self, run: "RunDir", node: str) -> str | None:
         """Why the node's process is gone (its last words), or None while it runs or when the
-        provider cannot tell. Used while waiting for a restarted node to answer."""
+        provider cannot tell. Used while waiting for a restarted node to answer, and by the
+        schedule runner to find a node gone outside the failure schedule (``ScheduleRunner.exited``)."""
         return None
 
     def killed_by_limit(self, run: "RunDir", node: str) -> bool:

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.proc
 TINY = str(Path(__file__).resolve().parent / "topologies" / "tiny" / "tiny.yaml")
 
 
-def _run(tmp_path, on_workload_start=None, set_vars=None):
+def _run(tmp_path, on_workload_start=None):
     root = tmp_path / "runs"
-    sv = {"rate": 10, **(set_vars or {})}
+    sv = {"rate": 10}
     [plan] = api.plans(TINY, sv, "local")
 
     def on_event(e):
@@ -46,6 +46,8 @@ def test_a_node_killed_from_outside_fails_the_run_with_its_logs_kept(tmp_path):
     m = json.loads((run / "manifest.json").read_text())
     assert m["status"] == "failed"
     assert set(m["exited_outside_schedule"]) == {"b1"}
+    last = m["exited_outside_schedule"]["b1"]["last_log_s"]  # its last log line: before it was seen gone
+    assert last is not None and last <= m["exited_outside_schedule"]["b1"]["at_s"]
     assert (run / "logs" / "b1.jsonl").stat().st_size > 0  # its log up to the kill is kept
     # the other nodes ran on and were collected too
     assert len(list((run / "logs").glob("*.jsonl"))) >= 3

@@ -112,7 +112,6 @@ class GoneProvider(SlowProvider):
     def __init__(self, gone: dict[str, str]):
         super().__init__({})
         self.gone = gone
-
         self.oom: set[str] = set()
 
     def dead_reason(self, run, node):
